@@ -1,0 +1,1 @@
+"""specinfer runtime: the engine configuration, its rules, and the exact vLLM command line."""

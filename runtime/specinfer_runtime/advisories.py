@@ -1,0 +1,74 @@
+"""Warning-level rules: accepted configurations that probably do not do what the user expects.
+
+These cannot be CEL rules (a CEL rule refuses); they reach the user as `specinfer validate` warnings,
+Kubernetes Events and the ConfigValid condition message.
+"""
+
+from __future__ import annotations
+
+from specinfer_runtime.engine import MTP_ALIASES, PADDED_BATCH_METHODS, EngineSpec
+from specinfer_runtime.validation import Problem
+
+BLOCK_VERIFY_MIN_K = 3
+
+
+def advise(spec: EngineSpec, prefix: str = "spec") -> list[Problem]:
+    """Warnings for a valid engine spec, each pointing at the field to reconsider."""
+    sc = spec.speculative
+    k = spec.effective_k()
+    path = f"{prefix}.speculative" if prefix else "speculative"
+    found: list[Problem] = []
+    if sc.method in MTP_ALIASES:
+        found.append(
+            Problem(
+                f"{path}.method",
+                f"{sc.method} is a deprecated vLLM alias of mtp; it is rendered as mtp",
+                "R1",
+            )
+        )
+    if sc.num_speculative_tokens is None and sc.method == "suffix":
+        found.append(
+            Problem(
+                f"{path}.numSpeculativeTokens",
+                f"not set: rendering {k} = min(suffix.maxTreeDepth, 14); vLLM would default to the tree "
+                "depth, which Ascend refuses above 14",
+                "R3",
+            )
+        )
+    rs = sc.rejection_sampler
+    if rs is not None and rs.block_verify and k < BLOCK_VERIFY_MIN_K:
+        found.append(
+            Problem(
+                f"{path}.rejectionSampler.blockVerify",
+                f"Block Verify only has an effect when numSpeculativeTokens >= {BLOCK_VERIFY_MIN_K} (K is {k})",
+                "R10",
+            )
+        )
+    if rs is not None and not rs.entropy_verify and rs.model_fields_set & {"posterior_threshold", "posterior_alpha"}:
+        found.append(
+            Problem(
+                f"{path}.rejectionSampler",
+                "posteriorThreshold and posteriorAlpha only apply with entropyVerify: true",
+                "R10",
+            )
+        )
+    if sc.disable_padded_drafter_batch and sc.method not in PADDED_BATCH_METHODS:
+        found.append(
+            Problem(
+                f"{path}.disablePaddedDrafterBatch",
+                f"has no effect with method {sc.method}; it applies to eagle, eagle3, mtp, dflash, draft_model "
+                "and extract_hidden_states",
+                "R12",
+            )
+        )
+    if sc.effective_method() == "mtp" and k > 1:
+        severity = "are not guaranteed" if k >= 3 else "may suffer"
+        found.append(
+            Problem(
+                f"{path}.numSpeculativeTokens",
+                f"mtp with K = {k}: the checkpoint exposes a single MTP layer, so accuracy and speed {severity} "
+                "beyond K = 1",
+                "R14",
+            )
+        )
+    return found

@@ -1,0 +1,53 @@
+"""The pydantic base every spec section derives from: camelCase fields, strict types, CEL rules."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler
+from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
+
+from specinfer_runtime.celrules import Rule
+
+
+class Section(BaseModel):
+    """A spec object. Strict like the API server: no type coercion, no unknown fields."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        strict=True,
+        frozen=True,
+    )
+
+    cel_rules: ClassVar[tuple[Rule, ...]] = ()
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        target = handler.resolve_ref_schema(schema)
+        if cls.cel_rules:
+            target["x-kubernetes-validations"] = [r.to_kubernetes() for r in cls.cel_rules]
+        return schema
+
+    def dump(self) -> dict[str, Any]:
+        """The object as the API server stores it: camelCase keys, unset optionals absent."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def section_field(model: type[Section], description: str) -> Any:
+    """An optional object field whose nested defaults always apply (CRD `default: {}`)."""
+    return Field(default_factory=model, description=description, json_schema_extra={"default": {}})
+
+
+def unique(values: list[int]) -> list[int]:
+    """Refuse repeated list items, with the API server's wording."""
+    seen: set[int] = set()
+    for value in values:
+        if value in seen:
+            raise ValueError(f"Duplicate value: {value}")
+        seen.add(value)
+    return values

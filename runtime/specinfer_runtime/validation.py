@@ -1,0 +1,263 @@
+"""Validate a document against the models: schema errors, CEL rules, then warnings.
+
+Messages follow the API server's wording (`Invalid value`, `Unsupported value`, `Required value`,
+`unknown field`) so that a user sees the same explanation from `kubectl apply` and `specinfer validate`,
+and add what the API server cannot: the allowed range and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar, get_args, get_origin
+
+from annotated_types import Ge, Gt, Le, Lt
+from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails
+
+from specinfer_runtime.base import Section
+from specinfer_runtime.celrules import check
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding: where, what, and which rule (`schema`, `R6`, ...) produced it."""
+
+    path: str
+    message: str
+    rule: str = "schema"
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+M = TypeVar("M", bound=Section)
+
+
+@dataclass
+class Report(Generic[M]):
+    """Errors refuse the document; warnings are reported and the document is still accepted."""
+
+    value: M | None = None
+    errors: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def join_path(base: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{base}[{key}]"
+    return f"{base}.{key}" if base else key
+
+
+def strip_nulls(data: Any, path: str, dropped: list[str]) -> Any:
+    """Drop null-valued keys, as the API server prunes them from non-nullable fields."""
+    if isinstance(data, dict):
+        out = {}
+        for key, value in data.items():
+            if value is None:
+                dropped.append(join_path(path, str(key)))
+            else:
+                out[key] = strip_nulls(value, join_path(path, str(key)), dropped)
+        return out
+    if isinstance(data, list):
+        return [strip_nulls(v, join_path(path, i), dropped) for i, v in enumerate(data)]
+    return data
+
+
+# --------------------------------------------------------------------------------------------------
+# Schema errors
+
+
+def _inner_models(annotation: Any) -> Iterator[type[BaseModel]]:
+    """Models reachable through Optional, list, dict and Annotated wrappers."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        yield annotation
+        return
+    if get_origin(annotation) is not None:
+        for arg in get_args(annotation):
+            yield from _inner_models(arg)
+
+
+def _field_at(model: type[BaseModel], loc: tuple[str | int, ...]) -> tuple[type[BaseModel] | None, FieldInfo | None]:
+    """The model that holds the field an error points at, and that field (looked up by alias)."""
+    keys = [k for k in loc if isinstance(k, str)]
+    holder: type[BaseModel] | None = model
+    for depth, key in enumerate(keys):
+        if holder is None:
+            return None, None
+        info = {(f.alias or n): f for n, f in holder.model_fields.items()}.get(key)
+        if info is None or depth == len(keys) - 1:
+            return holder, info
+        holder = next(_inner_models(info.annotation), None)
+    return holder, None
+
+
+def _bounds(info: FieldInfo | None) -> str:
+    if info is None:
+        return ""
+    low = high = None
+    for item in [*info.metadata, *_nested_metadata(info)]:
+        if isinstance(item, Ge | Gt):
+            low = item.ge if isinstance(item, Ge) else f"above {item.gt}"
+        if isinstance(item, Le | Lt):
+            high = item.le if isinstance(item, Le) else f"below {item.lt}"
+    if low is not None and high is not None:
+        return f"; allowed: {low} to {high}"
+    return ""
+
+
+def _nested_metadata(info: FieldInfo) -> list[Any]:
+    """Constraints of list items (e.g. capture sizes), which sit inside the item annotation."""
+    found: list[Any] = []
+    for arg in get_args(info.annotation):
+        found.extend(getattr(arg, "__metadata__", ()))
+        for inner in get_args(arg):
+            found.extend(getattr(inner, "__metadata__", ()))
+    return found
+
+
+_TYPE_NAMES = {
+    "int": "integer",
+    "float": "number",
+    "bool": "boolean",
+    "string": "string",
+    "str": "string",
+    "list": "array",
+    "dict": "object",
+    "model": "object",
+    "model_attributes": "object",
+    "literal": "string",
+}
+
+
+def _show(value: Any) -> str:
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _schema_message(error: ErrorDetails, root: type[BaseModel]) -> str:
+    kind, ctx, value = error["type"], error.get("ctx", {}), error.get("input")
+    loc = tuple(error["loc"])
+    holder, info = _field_at(root, loc)
+    if kind == "missing":
+        return "Required value" + (f": {info.description}" if info and info.description else "")
+    if kind == "extra_forbidden":
+        allowed = ", ".join(sorted((f.alias or n) for n, f in holder.model_fields.items())) if holder else ""
+        return f'unknown field "{loc[-1]}"' + (f"; allowed fields: {allowed}" if allowed else "")
+    if kind == "literal_error":
+        expected = str(ctx.get("expected", "")).replace("'", '"').replace(" or ", ", ")
+        return f"Unsupported value: {_show(value)}: supported values: {expected}"
+    if kind.endswith("_type") or kind in ("int_from_float", "bool_parsing", "int_parsing"):
+        name = _TYPE_NAMES.get(kind.removesuffix("_type").removesuffix("_parsing").split("_from")[0], "")
+        return f"Invalid value: {_show(value)}: must be of type {name or kind}"
+    hint = _bounds(info)
+    comparisons = {
+        "greater_than_equal": ("should be greater than or equal to", "ge"),
+        "greater_than": ("should be greater than", "gt"),
+        "less_than_equal": ("should be less than or equal to", "le"),
+        "less_than": ("should be less than", "lt"),
+    }
+    if kind in comparisons:
+        words, key = comparisons[kind]
+        return f"Invalid value: {_show(value)}: {words} {ctx[key]}{hint}"
+    if kind == "too_long":
+        return f"Too many: {ctx.get('actual_length')}: must have at most {ctx.get('max_length')} items"
+    if kind == "too_short":
+        return f"Invalid value: {ctx.get('actual_length')} items: should have at least {ctx.get('min_length')} items"
+    if kind == "string_too_long":
+        return f"Too long: may not be more than {ctx.get('max_length')} bytes"
+    if kind == "string_too_short":
+        return f"Invalid value: {_show(value)}: should be at least {ctx.get('min_length')} chars long"
+    if kind == "string_pattern_mismatch":
+        return f"Invalid value: {_show(value)}: should match '{ctx.get('pattern')}'"
+    if kind == "value_error":
+        return str(error["msg"]).removeprefix("Value error, ")
+    return f"Invalid value: {_show(value)}: {error['msg']}"
+
+
+def _list_bound(root: type[BaseModel], data: Any, list_loc: tuple[str | int, ...]) -> tuple[int, int] | None:
+    """(length, maxItems) of the list at `list_loc`, when it is over its bound."""
+    value = data
+    for key in list_loc:
+        if isinstance(value, dict):
+            value = value.get(key)
+        elif isinstance(value, list) and isinstance(key, int):
+            value = value[key]
+    _, info = _field_at(root, list_loc)
+    limit = next((m.max_length for m in (info.metadata if info else []) if hasattr(m, "max_length")), None)
+    if isinstance(value, list) and limit is not None and len(value) > limit:
+        return len(value), limit
+    return None
+
+
+def schema_problems(error: ValidationError, root: type[BaseModel], prefix: str, data: Any) -> list[Problem]:
+    """One problem per error; a list over its bound is one `Too many`, not one error per item."""
+    problems: dict[tuple[str, str], Problem] = {}
+    bounds: dict[tuple[str | int, ...], tuple[int, int] | None] = {}
+    for detail in error.errors():
+        loc = tuple(detail["loc"])
+        items = [i for i, key in enumerate(loc) if isinstance(key, int)]
+        list_loc = loc[: items[-1]] if items else None
+        if list_loc is not None and list_loc not in bounds:
+            bounds[list_loc] = _list_bound(root, data, list_loc)
+        over = bounds.get(list_loc) if list_loc is not None else None
+        if list_loc is not None and over is not None:
+            loc, message = list_loc, f"Too many: {over[0]}: must have at most {over[1]} items"
+        else:
+            message = _schema_message(detail, root)
+        path = prefix
+        for key in loc:
+            path = join_path(path, key)
+        problems.setdefault((path, message), Problem(path, message))
+    return list(problems.values())
+
+
+# --------------------------------------------------------------------------------------------------
+# CEL rules
+
+
+def rule_problems(value: Section, data: dict[str, Any], path: str) -> list[Problem]:
+    """Evaluate the CEL rules of `value` and of every section inside it."""
+    found = [Problem(v.path.lstrip("."), v.message, v.rule.id) for v in check(type(value).cel_rules, data, path)]
+    for name, info in type(value).model_fields.items():
+        key = info.alias or name
+        child, sub = getattr(value, name), data.get(key)
+        if isinstance(child, Section) and isinstance(sub, dict):
+            found += rule_problems(child, sub, join_path(path, key))
+        elif isinstance(child, list) and isinstance(sub, list):
+            for i, (item, item_data) in enumerate(zip(child, sub, strict=True)):
+                if isinstance(item, Section):
+                    found += rule_problems(item, item_data, join_path(join_path(path, key), i))
+    return found
+
+
+Advisor = Callable[[M], list[Problem]]
+
+
+def validate(model: type[M], data: Any, prefix: str = "", advise: Advisor[M] | None = None) -> Report[M]:
+    """Schema, then CEL rules, then (for a valid document) warnings."""
+    report: Report[M] = Report()
+    dropped: list[str] = []
+    data = strip_nulls(data, prefix, dropped)
+    report.warnings += [Problem(p, "null value ignored (the API server drops nulls)") for p in dropped]
+    try:
+        value = model.model_validate(data)
+    except ValidationError as error:
+        report.errors = sorted(schema_problems(error, model, prefix, data), key=lambda p: p.path)
+        return report
+    report.errors = sorted(rule_problems(value, value.dump(), prefix), key=lambda p: p.path)
+    if report.errors:
+        return report
+    report.value = value
+    if advise is not None:
+        report.warnings += advise(value)
+    return report
