@@ -15,6 +15,8 @@ from specinfer_runtime.advisories import advise
 from specinfer_runtime.validation import Problem, Report, validate
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+# libyaml's parser is several times faster; PyYAML wheels ship it, source builds may not.
+Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ def _files(path: Path) -> Iterator[Path]:
 
 def _documents(source: str, text: str) -> Iterator[Document | LoadFailure]:
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in yaml.load_all(text, Loader=Loader) if d is not None]
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""

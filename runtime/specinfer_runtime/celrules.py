@@ -72,10 +72,13 @@ def _compiled(expression: str) -> Any:
     return cel.compile(expression)
 
 
+def _context(self_value: Mapping[str, Any]) -> Any:
+    return cel.Context(variables={"self": dict(self_value)}, functions=KUBERNETES_FUNCTIONS)
+
+
 def evaluate(expression: str, self_value: Mapping[str, Any]) -> Any:
     """Evaluate one CEL expression with `self` bound, as the API server does."""
-    context = cel.Context(variables={"self": dict(self_value)}, functions=KUBERNETES_FUNCTIONS)
-    return _compiled(expression).execute(context)
+    return _compiled(expression).execute(_context(self_value))
 
 
 @dataclass(frozen=True)
@@ -87,13 +90,16 @@ class Violation:
 
 def check(rules: Iterable[Rule], self_value: Mapping[str, Any], path: str) -> list[Violation]:
     """Every rule that `self_value` breaks, with its message and the path it points at."""
-    found = []
+    found: list[Violation] = []
+    if not rules:
+        return found
+    context = _context(self_value)  # converting `self` once costs more than evaluating every rule
     for rule in rules:
-        if evaluate(rule.rule, self_value) is True:
+        if _compiled(rule.rule).execute(context) is True:
             continue
         message = rule.message
         if rule.message_expression:
-            message = str(evaluate(rule.message_expression, self_value))
+            message = str(_compiled(rule.message_expression).execute(context))
         found.append(Violation(rule, path + rule.field_path, message))
     return found
 

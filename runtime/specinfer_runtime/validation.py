@@ -99,17 +99,20 @@ def _field_at(model: type[BaseModel], loc: tuple[str | int, ...]) -> tuple[type[
 
 
 def _bounds(info: FieldInfo | None) -> str:
+    """The allowed range of a numeric field in interval notation, e.g. `[1, 14]` or `(0, 1]`."""
     if info is None:
         return ""
-    low = high = None
+    low = high = ""
     for item in [*info.metadata, *_nested_metadata(info)]:
-        if isinstance(item, Ge | Gt):
-            low = item.ge if isinstance(item, Ge) else f"above {item.gt}"
-        if isinstance(item, Le | Lt):
-            high = item.le if isinstance(item, Le) else f"below {item.lt}"
-    if low is not None and high is not None:
-        return f"; allowed: {low} to {high}"
-    return ""
+        if isinstance(item, Ge):
+            low = f"[{item.ge}"
+        elif isinstance(item, Gt):
+            low = f"({item.gt}"
+        if isinstance(item, Le):
+            high = f"{item.le}]"
+        elif isinstance(item, Lt):
+            high = f"{item.lt})"
+    return f"; allowed: {low}, {high}" if low and high else ""
 
 
 def _nested_metadata(info: FieldInfo) -> list[Any]:

@@ -18,7 +18,7 @@ def messages(data: object) -> list[str]:
 def test_bound_error_names_path_value_and_allowed_range() -> None:
     spec = {**NGRAM, "speculative": {"method": "ngram", "numSpeculativeTokens": 15}}
     assert messages(resource(spec)) == [
-        "spec.speculative.numSpeculativeTokens: Invalid value: 15: should be less than or equal to 14; allowed: 1 to 14"
+        "spec.speculative.numSpeculativeTokens: Invalid value: 15: should be less than or equal to 14; allowed: [1, 14]"
     ]
 
 
