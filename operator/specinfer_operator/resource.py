@@ -154,9 +154,9 @@ class SpeculativeInferenceSpec(EngineSpec):
         Rule(
             id="npus",
             rule=f"!has(self.resources.npusPerPod) || self.resources.npusPerPod >= {_ENGINE_NPUS}",
-            message="resources.npusPerPod is smaller than tensor x pipeline x data",
-            message_expression="'npusPerPod ' + string(self.resources.npusPerPod) + ' given, but the engine needs "
-            f"tensor x pipeline x data = ' + string({_ENGINE_NPUS}) + ' NPUs: raise it or leave it unset'",
+            message="npusPerPod %d given, but the engine needs tensor x pipeline x data = %d NPUs: "
+            "raise it or leave it unset",
+            args=("self.resources.npusPerPod", _ENGINE_NPUS),
             field_path=".resources.npusPerPod",
         ),
     )
@@ -238,8 +238,7 @@ class SpeculativeInference(Section):
         Rule(
             id="name",
             rule="size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
-            message="must be a DNS label of at most 63 characters (lowercase letters, digits "
+            message="metadata.name must be a DNS label of at most 63 characters (lowercase letters, digits "
             "and '-', starting with a letter), because it names the Service",
-            field_path=".metadata.name",
         ),
     )

@@ -39,8 +39,9 @@ class Section(BaseModel):
 
 
 def section_field(model: type[Section], description: str) -> Any:
-    """An optional object field whose nested defaults always apply (CRD `default: {}`)."""
-    return Field(default_factory=model, description=description, json_schema_extra={"default": {}})
+    """An optional object whose defaults always apply. The CRD default spells them out: the API server
+    checks a default against the object's CEL rules before nested defaults would fill it in."""
+    return Field(default_factory=model, description=description, json_schema_extra={"default": model().dump()})
 
 
 def unique(values: list[int]) -> list[int]:

@@ -7,6 +7,8 @@ and the in-pod runtime. One expression, one message: the verdicts cannot drift a
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -26,32 +28,48 @@ REASON_LABEL: dict[Reason, str] = {
 
 @dataclass(frozen=True)
 class Rule:
-    """One CEL validation rule; `self` is the object the rule is attached to."""
+    """One CEL validation rule; `self` is the object the rule is attached to.
+
+    `message` is the text shown when the rule fails. With `args` (CEL expressions) it is a template
+    whose `%d` / `%s` are filled by them, rendered through the Kubernetes `format` function.
+    """
 
     id: str
     rule: str
     message: str
-    message_expression: str = ""
+    args: tuple[str, ...] = ()
     field_path: str = ""
     reason: Reason = "FieldValueInvalid"
 
+    @property
+    def message_expression(self) -> str:
+        if not self.args:
+            return ""
+        return f"{cel_string(self.message)}.format([{', '.join(self.args)}])"
+
     def to_kubernetes(self) -> dict[str, str]:
         """The `x-kubernetes-validations` entry for the CRD."""
-        out = {"rule": self.rule, "message": self.message}
-        if self.message_expression:
+        out = {"rule": self.rule}
+        if self.args:
             out["messageExpression"] = self.message_expression
+        else:
+            out["message"] = self.message
         if self.field_path:
             out["fieldPath"] = self.field_path
         out["reason"] = self.reason
         return out
 
 
-# The subset of the Kubernetes CEL string and list libraries that our rules use; cel (the Python
-# binding) ships only the CEL standard library. Semantics follow k8s.io/apiserver/pkg/cel/library.
-def _join(items: list[str], separator: str = "") -> str:
-    return separator.join(items)
+def cel_string(text: str) -> str:
+    """A CEL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+# The subset of the Kubernetes CEL string library that our rules use; cel (the Python binding) ships
+# only the CEL standard library. Semantics follow k8s.io/apiserver/pkg/cel/library.
+#
+# Messages are built with `format`, never with `+` and `string(int)`: the API server's cost estimator
+# cannot bound the size of `string(int)` and refuses any concatenation with it (kubernetes#124234).
 def _split(text: str, separator: str) -> list[str]:
     return text.split(separator)
 
@@ -60,8 +78,31 @@ def _replace(text: str, old: str, new: str) -> str:
     return text.replace(old, new)
 
 
+def _show(value: Any, nested: bool = False) -> str:
+    """A value as the API server's `%s` prints it: `[4, 8]`, `["a", "b"]`, `1`, `0.95`, `true`."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.15g}"
+    if isinstance(value, str):
+        return json.dumps(value) if nested else value
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_show(v, nested=True) for v in value) + "]"
+    return str(value)
+
+
+def _format(template: str, args: list[Any]) -> str:
+    """`'...%d...%s...'.format([a, b])` with the verbs our messages use: %d, %s and %%."""
+    values = iter(args)
+
+    def verb(match: re.Match[str]) -> str:
+        return "%" if match.group(1) == "%" else _show(next(values))
+
+    return re.sub(r"%([ds%])", verb, template)
+
+
 KUBERNETES_FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "join": _join,
+    "format": _format,
     "split": _split,
     "replace": _replace,
 }

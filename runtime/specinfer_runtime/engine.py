@@ -276,9 +276,8 @@ class NgramConfig(Section):
             id="R7",
             rule="!has(self.promptLookupMin) || !has(self.promptLookupMax) "
             "|| self.promptLookupMin <= self.promptLookupMax",
-            message="promptLookupMin must not exceed promptLookupMax",
-            message_expression="'promptLookupMin ' + string(self.promptLookupMin) + ' exceeds promptLookupMax ' "
-            "+ string(self.promptLookupMax) + '; set promptLookupMin <= promptLookupMax'",
+            message="promptLookupMin %d exceeds promptLookupMax %d; set promptLookupMin <= promptLookupMax",
+            args=("self.promptLookupMin", "self.promptLookupMax"),
             field_path=".promptLookupMin",
         ),
     )
@@ -369,8 +368,8 @@ def _section_only_for(field: str, methods: tuple[str, ...], label: str) -> Rule:
     return Rule(
         id="method-section",
         rule=f"!has(self.{field}) || {_in('self.method', methods)}",
-        message=f"{field} only applies to method {label}",
-        message_expression=f"'{field} only applies to method {label}, not ' + self.method + '; remove {field}'",
+        message=f"{field} only applies to method {label}, not %s; remove {field}",
+        args=("self.method",),
         field_path=f".{field}",
         reason="FieldValueForbidden",
     )
@@ -430,28 +429,27 @@ class SpeculativeConfig(Section):
         Rule(
             id="R3",
             rule=f"has(self.numSpeculativeTokens) || {_in('self.method', DEFAULT_K_METHODS)}",
-            message="numSpeculativeTokens is required for this method",
-            message_expression="'method ' + self.method + ' needs an explicit numSpeculativeTokens "
-            "(vLLM num_speculative_tokens): set a value from 1 to 14'",
+            message="method %s needs an explicit numSpeculativeTokens (vLLM num_speculative_tokens): "
+            f"set a value from 1 to {ASCEND_MAX_SPECULATIVE_TOKENS}",
+            args=("self.method",),
             field_path=".numSpeculativeTokens",
             reason="FieldValueRequired",
         ),
         Rule(
             id="R4",
             rule=f"has(self.draftModel) || !({_in('self.method', DRAFT_MODEL_METHODS)})",
-            message="this method needs a draft model",
-            message_expression="'method ' + self.method + ' needs a draft model: set draftModel.name to the "
-            "draft checkpoint (vLLM speculative_config.model)'",
+            message="method %s needs a draft model: set draftModel.name to the draft checkpoint "
+            "(vLLM speculative_config.model)",
+            args=("self.method",),
             field_path=".draftModel",
             reason="FieldValueRequired",
         ),
         Rule(
             id="R4",
             rule=f"!has(self.draftModel) || {_in('self.method', DRAFT_MODEL_METHODS)}",
-            message="this method takes no draft model",
-            message_expression="'method ' + self.method + ' takes no draft model (only "
-            + ", ".join(DRAFT_MODEL_METHODS)
-            + " do; mtp reuses the target model): remove draftModel'",
+            message=f"method %s takes no draft model (only {', '.join(DRAFT_MODEL_METHODS)} do; mtp reuses the "
+            "target model): remove draftModel",
+            args=("self.method",),
             field_path=".draftModel",
             reason="FieldValueForbidden",
         ),
@@ -459,16 +457,16 @@ class SpeculativeConfig(Section):
             id="R5",
             rule="!has(self.draftTensorParallelSize) || self.draftTensorParallelSize == 1 "
             f"|| !({_in('self.method', EAGLE_HEAD_METHODS)})",
-            message="EAGLE draft heads run without tensor parallelism",
-            message_expression="'draftTensorParallelSize ' + string(self.draftTensorParallelSize) + ' given, "
-            "but ' + self.method + ' draft heads run without tensor parallelism: set 1 or leave it unset'",
+            message="draftTensorParallelSize %d given, but %s draft heads run without tensor parallelism: "
+            "set 1 or leave it unset",
+            args=("self.draftTensorParallelSize", "self.method"),
             field_path=".draftTensorParallelSize",
         ),
         Rule(
             id="R5",
             rule=f"!has(self.draftTensorParallelSize) || {_in('self.method', (*DRAFT_MODEL_METHODS, *MTP_NAMES))}",
-            message="draftTensorParallelSize only applies to methods with a drafter model",
-            message_expression="'method ' + self.method + ' runs no draft model: remove draftTensorParallelSize'",
+            message="method %s runs no draft model: remove draftTensorParallelSize",
+            args=("self.method",),
             field_path=".draftTensorParallelSize",
             reason="FieldValueForbidden",
         ),
@@ -486,9 +484,8 @@ class SpeculativeConfig(Section):
             id="R9",
             rule="!has(self.numSpeculativeTokens) || self.numSpeculativeTokens == 1 "
             "|| self.method != 'extract_hidden_states'",
-            message="extract_hidden_states drafts nothing: numSpeculativeTokens must be 1",
-            message_expression="'numSpeculativeTokens ' + string(self.numSpeculativeTokens) + ' given, but "
-            "extract_hidden_states drafts nothing: set 1 or leave it unset'",
+            message="numSpeculativeTokens %d given, but extract_hidden_states drafts nothing: set 1 or leave it unset",
+            args=("self.numSpeculativeTokens",),
             field_path=".numSpeculativeTokens",
         ),
     )
@@ -597,6 +594,7 @@ OWNED_FLAGS: dict[str, str] = {
 # The flag name of an argument: `--a_b.c=v` and `--a-b` both name `--a-b` (vLLM accepts underscores
 # and dotted sub-keys); `-O3` names `-O`.
 _FLAG = "(a.startsWith('-O') ? '-O' : a.split('=')[0].split('.')[0].replace('_', '-'))"
+_OWNED = cel_map(OWNED_FLAGS)
 
 
 _DEPTH = f"(has(self.speculative.suffix) ? self.speculative.suffix.maxTreeDepth : {SUFFIX_DEFAULT_TREE_DEPTH})"
@@ -633,22 +631,22 @@ class EngineSpec(Section):
             id="R5",
             rule="!has(self.speculative.draftTensorParallelSize) || self.speculative.draftTensorParallelSize == 1 "
             "|| self.speculative.draftTensorParallelSize == self.parallelism.tensor",
-            message="draftTensorParallelSize must be 1 or parallelism.tensor",
-            message_expression="'draftTensorParallelSize ' + string(self.speculative.draftTensorParallelSize) "
-            "+ ' given; it must be 1 or parallelism.tensor (' + string(self.parallelism.tensor) + ')'",
+            message="draftTensorParallelSize %d given; it must be 1 or parallelism.tensor (%d)",
+            args=("self.speculative.draftTensorParallelSize", "self.parallelism.tensor"),
             field_path=".speculative.draftTensorParallelSize",
         ),
         Rule(
             id="R6",
             rule=f"!has(self.graph.captureSizes) || !({FULL_MODE}) "
             f"|| self.graph.captureSizes.all(s, s % ({K} + 1) == 0)",
-            message="in full graph modes every capture size must be a multiple of numSpeculativeTokens + 1",
-            message_expression=(
-                f"'every capture size must be a multiple of K+1 = ' + string({K} + 1) + ' in graph mode ' "
-                f"+ self.graph.mode + ' (numSpeculativeTokens ' + string({K}) + '); not multiples: ' "
-                f"+ self.graph.captureSizes.filter(s, s % ({K} + 1) != 0).map(s, string(s)).join(', ') "
-                f"+ '; use n*(K+1), e.g. [' + [1, 2, 3, 4].map(n, string(n * ({K} + 1))).join(', ') "
-                "+ '] for batch sizes 1-4, or set graph.maxBatchSize'"
+            message="every capture size must be a multiple of K+1 = %d in graph mode %s (numSpeculativeTokens %d); "
+            "not multiples: %s; use n*(K+1), e.g. %s for batch sizes 1-4, or set graph.maxBatchSize",
+            args=(
+                f"{K} + 1",
+                "self.graph.mode",
+                K,
+                f"self.graph.captureSizes.filter(s, s % ({K} + 1) != 0)",
+                f"[1, 2, 3, 4].map(n, n * ({K} + 1))",
             ),
             field_path=".graph.captureSizes",
         ),
@@ -656,12 +654,11 @@ class EngineSpec(Section):
             id="R6",
             rule=f"!has(self.graph.captureSizes) || !has(self.scheduling.maxNumSeqs) || !({FULL_MODE}) "
             f"|| self.graph.captureSizes.all(s, s <= self.scheduling.maxNumSeqs * ({K} + 1))",
-            message="a capture size exceeds scheduling.maxNumSeqs x (numSpeculativeTokens + 1)",
-            message_expression=(
-                "'capture sizes may not exceed scheduling.maxNumSeqs x (K+1) = ' "
-                f"+ string(self.scheduling.maxNumSeqs * ({K} + 1)) + '; too large: ' "
-                f"+ self.graph.captureSizes.filter(s, s > self.scheduling.maxNumSeqs * ({K} + 1))"
-                ".map(s, string(s)).join(', ') + '; drop them or raise scheduling.maxNumSeqs'"
+            message="capture sizes may not exceed scheduling.maxNumSeqs x (K+1) = %d; too large: %s; "
+            "drop them or raise scheduling.maxNumSeqs",
+            args=(
+                f"self.scheduling.maxNumSeqs * ({K} + 1)",
+                f"self.graph.captureSizes.filter(s, s > self.scheduling.maxNumSeqs * ({K} + 1))",
             ),
             field_path=".graph.captureSizes",
         ),
@@ -669,17 +666,16 @@ class EngineSpec(Section):
             id="R6",
             rule="!has(self.graph.maxBatchSize) || !has(self.scheduling.maxNumSeqs) "
             "|| self.graph.maxBatchSize <= self.scheduling.maxNumSeqs",
-            message="graph.maxBatchSize exceeds scheduling.maxNumSeqs",
-            message_expression="'maxBatchSize ' + string(self.graph.maxBatchSize) + ' exceeds "
-            "scheduling.maxNumSeqs ' + string(self.scheduling.maxNumSeqs) + '; lower it or raise maxNumSeqs'",
+            message="maxBatchSize %d exceeds scheduling.maxNumSeqs %d; lower it or raise maxNumSeqs",
+            args=("self.graph.maxBatchSize", "self.scheduling.maxNumSeqs"),
             field_path=".graph.maxBatchSize",
         ),
         Rule(
             id="R11",
             rule=f"!self.scheduling.asyncScheduling || {_in('self.speculative.method', ASYNC_SCHEDULING_METHODS)}",
-            message="async scheduling needs an EAGLE/MTP/draft-model kind of speculative decoding",
-            message_expression="'asyncScheduling is only supported with eagle, eagle3, mtp, dflash and "
-            "draft_model, not ' + self.speculative.method + ': set it to false'",
+            message="asyncScheduling is only supported with eagle, eagle3, mtp, dflash and draft_model, not %s: "
+            "set it to false",
+            args=("self.speculative.method",),
             field_path=".scheduling.asyncScheduling",
             reason="FieldValueForbidden",
         ),
@@ -694,19 +690,17 @@ class EngineSpec(Section):
         Rule(
             id="R13",
             rule="self.parallelism.pipeline == 1",
-            message="pipeline parallelism is not composable with speculative decoding in vLLM",
-            message_expression="'pipeline ' + string(self.parallelism.pipeline) + ' given, but vLLM does not "
-            "compose pipeline parallelism with speculative decoding: set 1 and use tensor or data parallelism'",
+            message="pipeline %d given, but vLLM does not compose pipeline parallelism with speculative decoding: "
+            "set 1 and use tensor or data parallelism",
+            args=("self.parallelism.pipeline",),
             field_path=".parallelism.pipeline",
         ),
         Rule(
             id="R15",
-            rule=f"!has(self.engineArgs) || self.engineArgs.all(a, !({_FLAG} in {cel_map(OWNED_FLAGS)}))",
-            message="engineArgs sets flags that the operator renders from the spec",
-            message_expression=(
-                f"'flags rendered from the spec cannot be set here: ' + self.engineArgs.filter(a, {_FLAG} in "
-                f"{cel_map(OWNED_FLAGS)}).map(a, {_FLAG} + ' (set ' + {cel_map(OWNED_FLAGS)}[{_FLAG}] + ')')"
-                ".join(', ')"
+            rule=f"!has(self.engineArgs) || self.engineArgs.all(a, !({_FLAG} in {_OWNED}))",
+            message="flags rendered from the spec cannot be set here: %s",
+            args=(
+                f"self.engineArgs.filter(a, {_FLAG} in {_OWNED}).map(a, {_FLAG} + ' (set ' + {_OWNED}[{_FLAG}] + ')')",
             ),
             field_path=".engineArgs",
             reason="FieldValueForbidden",

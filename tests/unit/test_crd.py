@@ -92,7 +92,11 @@ def test_bounds_and_defaults() -> None:
     threshold = SPEC["properties"]["speculative"]["properties"]["rejectionSampler"]["properties"]["posteriorThreshold"]
     assert (threshold["minimum"], threshold["exclusiveMinimum"], threshold["maximum"]) == (0, True, 1)
     assert SPEC["properties"]["rollout"]["properties"]["maxSurge"]["default"] == 0
-    assert SPEC["properties"]["rollout"]["default"] == {}
+    assert SPEC["properties"]["rollout"]["default"] == {
+        "maxSurge": 0,
+        "maxUnavailable": 1,
+        "progressDeadlineSeconds": 1800,
+    }
     sizes = SPEC["properties"]["graph"]["properties"]["captureSizes"]
     assert sizes["x-kubernetes-list-type"] == "set"
 
@@ -121,3 +125,9 @@ def test_names_columns_and_subresources() -> None:
 
 def test_crd_yaml_round_trips() -> None:
     assert yaml.safe_load(crd_yaml()) == crd()
+
+
+def test_messages_avoid_string_concatenation() -> None:
+    """The API server cannot bound `string(int)` and refuses any message concatenating one (kubernetes#124234)."""
+    for rule in rules():
+        assert "string(" not in rule.get("messageExpression", ""), rule
