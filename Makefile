@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup test lint typecheck unit crd bench clean
+.PHONY: setup run test lint typecheck unit e2e crd bench clean
 
 setup: $(STAMP)
 
@@ -14,18 +14,33 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	rm -f $(VENV)/.installed-* && touch $@
 
+## run: local control plane with simulated Ascend nodes, the CRD and the examples
+run: setup
+	hack/demo
+
 ## test: lint, type-check and run every test suite
-test: lint typecheck unit
+test: lint typecheck unit e2e
 
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
 typecheck: setup
-	$(BIN)/mypy runtime/specinfer_runtime operator/specinfer_operator tests
+	$(BIN)/mypy runtime/specinfer_runtime operator/specinfer_operator tests bench
 
 unit: setup
 	$(BIN)/pytest tests/unit
+
+## e2e: the e2e suite against a local control plane (built from Go modules on first use), stopped afterwards;
+## SPECINFER_E2E_KUBECONFIG=FILE runs it against that cluster instead
+e2e: setup
+ifdef SPECINFER_E2E_KUBECONFIG
+	$(BIN)/pytest tests/e2e
+else
+	@was_up=0; hack/cluster status >/dev/null 2>&1 && was_up=1; \
+	hack/cluster up && $(BIN)/pytest tests/e2e; status=$$?; \
+	[ $$was_up = 1 ] || hack/cluster down; exit $$status
+endif
 
 ## crd: regenerate crds/ from the API models
 crd: setup

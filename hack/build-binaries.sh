@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# Build the local control-plane toolchain from Go modules (Go module proxy only,
+# no GitHub / dl.k8s.io downloads) into a cache directory OUTSIDE the repo:
+#
+#   ${SPECINFER_CACHE:-$HOME/.cache/specinfer}/bin/<name>-<version>   real binaries
+#   ${SPECINFER_CACHE:-$HOME/.cache/specinfer}/bin/<name>             symlink -> pinned version
+#   ${SPECINFER_CACHE:-$HOME/.cache/specinfer}/src/...                generated wrapper modules
+#
+# Versions come from hack/versions.env. Binaries already built for the pinned
+# version are skipped, so a rerun is a no-op taking a few seconds.
+# Go caches: the normal defaults (GOMODCACHE=$(go env GOMODCACHE), GOCACHE=$(go env GOCACHE))
+# are used so they are shared with other Go work on the machine; override them
+# via the environment if wanted.
+#
+# Usage: hack/build-binaries.sh [--force] [name...]
+#   names: kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok helm
+set -euo pipefail
+
+HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=versions.env
+source "${HACK_DIR}/versions.env"
+
+CACHE="${SPECINFER_CACHE:-${HOME}/.cache/specinfer}"
+BIN="${CACHE}/bin"
+SRC="${CACHE}/src"
+mkdir -p "${BIN}" "${SRC}"
+
+FORCE=0
+WANT=()
+for a in "$@"; do
+  case "$a" in
+    --force) FORCE=1 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) WANT+=("$a") ;;
+  esac
+done
+
+# ---- locate a Go toolchain -------------------------------------------------
+GO="${GO:-}"
+if [[ -z "${GO}" ]]; then
+  if command -v go >/dev/null 2>&1; then GO="$(command -v go)"
+  elif [[ -x /usr/local/go/bin/go ]]; then GO=/usr/local/go/bin/go
+  else echo "error: no Go toolchain found (set GO=/path/to/go or add go to PATH)" >&2; exit 1
+  fi
+fi
+export CGO_ENABLED=0
+export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
+# GOPROXY/GOMODCACHE/GOCACHE are left as configured (`go env`); only the module proxy is needed.
+GOPROXY_URL="$("${GO}" env GOPROXY)"; GOPROXY_URL="${GOPROXY_URL%%,*}"; GOPROXY_URL="${GOPROXY_URL%%|*}"
+
+# Serialise concurrent runs (e.g. two `hack/cluster up` at once).
+exec 9>"${CACHE}/.build.lock"
+flock 9
+
+T_ALL=$(date +%s.%N)
+log() { printf '[build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
+
+wanted() {
+  [[ ${#WANT[@]} -eq 0 ]] && return 0
+  local w; for w in "${WANT[@]}"; do [[ "$w" == "$1" ]] && return 0; done
+  return 1
+}
+
+# needs_build NAME VERSION -> 0 if the versioned binary is missing (or --force)
+needs_build() {
+  local out="${BIN}/$1-$2"
+  if [[ ${FORCE} -eq 0 && -x "${out}" ]]; then
+    ln -sfn "$1-$2" "${BIN}/$1"
+    log "$1 $2: already built (${out})"
+    return 1
+  fi
+  return 0
+}
+
+# finish NAME VERSION TMPFILE START -> atomically install + symlink
+finish() {
+  local name="$1" ver="$2" tmp="$3" t0="$4"
+  chmod +x "${tmp}"
+  mv -f "${tmp}" "${BIN}/${name}-${ver}"
+  ln -sfn "${name}-${ver}" "${BIN}/${name}"
+  log "${name} ${ver}: built in $(elapsed "${t0}")s ($(du -h "${BIN}/${name}-${ver}" | cut -f1))"
+}
+
+# modfield MODULE VERSION FIELD -> value of a top-level string field of `go mod download -json`
+modjson() { "${GO}" mod download -json "$1@$2"; }
+jfield() { sed -n "s/^[[:space:]]*\"$1\": \"\\(.*\\)\",\\{0,1\\}\$/\\1/p" | head -n1; }
+
+# git commit of a module version (from the proxy's Origin metadata), best effort;
+# empty when the proxy does not record it (then the -X gitCommit flag is omitted).
+modcommit() {
+  local json="$1" mod="$2" ver="$3" h
+  h="$(jfield Hash <<<"${json}")"
+  if [[ -z "${h}" ]] && command -v curl >/dev/null 2>&1; then
+    h="$(curl -fsSL "${GOPROXY_URL}/${mod}/@v/${ver}.info" 2>/dev/null | sed -n 's/.*"Hash":"\([0-9a-f]\{40\}\)".*/\1/p')" || true
+  fi
+  echo "${h}"
+}
+modtime() { "${GO}" list -m -f '{{if .Time}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' "$1@$2" 2>/dev/null || true; }
+
+log "go: $(${GO} version) | GOMODCACHE=$(${GO} env GOMODCACHE) GOCACHE=$(${GO} env GOCACHE) GOPROXY=$(${GO} env GOPROXY)"
+log "cache: ${CACHE}"
+
+# ---- Kubernetes (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) ----
+K8S_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+k8s_todo=()
+for b in "${K8S_BINS[@]}"; do
+  if wanted "$b" && needs_build "$b" "${KUBERNETES_VERSION}"; then k8s_todo+=("$b"); fi
+done
+if [[ ${#k8s_todo[@]} -gt 0 ]]; then
+  t=$(date +%s.%N)
+  kv="${KUBERNETES_VERSION}"
+  json="$(modjson k8s.io/kubernetes "${kv}")"
+  kdir="$(jfield Dir <<<"${json}")"
+  [[ -n "${kdir}" && -f "${kdir}/go.mod" ]] || { echo "error: cannot download k8s.io/kubernetes@${kv}" >&2; echo "${json}" >&2; exit 1; }
+  commit="$(modcommit "${json}" k8s.io/kubernetes "${kv}")"
+  bdate="$(modtime k8s.io/kubernetes "${kv}")"; bdate="${bdate:-$(date -u +%Y-%m-%dT%H:%M:%SZ)}"
+  major="${kv#v}"; major="${major%%.*}"
+  minor="${kv#v*.}"; minor="${minor%%.*}"
+  staging_ver="v0.${kv#v*.}"            # v1.35.8 -> v0.35.8
+  godir="$(sed -n 's/^go \([0-9.]*\).*/\1/p' "${kdir}/go.mod" | head -n1)"
+
+  wdir="${SRC}/kubernetes-${kv}"
+  mkdir -p "${wdir}"
+  if [[ ! -f "${wdir}/.tidy-ok" ]]; then
+    # Generated from the downloaded kubernetes go.mod: every `k8s.io/X => ./staging/...`
+    # line becomes `k8s.io/X => k8s.io/X v0.<minor>.<patch>`.
+    mapfile -t staging < <(sed -n 's#^[[:space:]]*\(k8s\.io/[A-Za-z0-9._/-]*\)[[:space:]]*=>[[:space:]]*\./staging/.*#\1#p' "${kdir}/go.mod" | sort -u)
+    [[ ${#staging[@]} -gt 0 ]] || { echo "error: no staging replace lines found in ${kdir}/go.mod" >&2; exit 1; }
+    {
+      echo "// Code generated by hack/build-binaries.sh from k8s.io/kubernetes@${kv}/go.mod. DO NOT EDIT."
+      echo "module specinfer.local/kubernetes-build"
+      echo
+      echo "go ${godir}"
+      echo
+      echo "require k8s.io/kubernetes ${kv}"
+      echo
+      echo "replace ("
+      for m in "${staging[@]}"; do printf '\t%s => %s %s\n' "$m" "$m" "${staging_ver}"; done
+      echo ")"
+    } > "${wdir}/go.mod"
+    {
+      echo "//go:build tools"
+      echo
+      echo "package tools"
+      echo
+      echo "import ("
+      for b in "${K8S_BINS[@]}"; do echo "	_ \"k8s.io/kubernetes/cmd/${b}\""; done
+      echo ")"
+    } > "${wdir}/tools.go"
+    log "kubernetes ${kv}: generated wrapper module ${wdir} (${#staging[@]} staging replaces -> ${staging_ver}); go mod tidy..."
+    (cd "${wdir}" && "${GO}" mod tidy) || { echo "error: go mod tidy failed in ${wdir}" >&2; exit 1; }
+    touch "${wdir}/.tidy-ok"
+  fi
+  log "kubernetes ${kv}: module prep took $(elapsed "${t}")s (commit ${commit}, buildDate ${bdate})"
+
+  ld="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X ${p}.gitVersion=${kv} -X ${p}.gitMajor=${major} -X ${p}.gitMinor=${minor}"
+    ld+=" -X ${p}.gitTreeState=clean -X ${p}.buildDate=${bdate}"
+    if [[ -n "${commit}" ]]; then ld+=" -X ${p}.gitCommit=${commit}"; fi
+  done
+  for b in "${k8s_todo[@]}"; do
+    t=$(date +%s.%N)
+    log "${b} ${kv}: building..."
+    (cd "${wdir}" && "${GO}" build -trimpath -ldflags "${ld}" -o "${BIN}/.${b}.tmp" "k8s.io/kubernetes/cmd/${b}")
+    finish "${b}" "${kv}" "${BIN}/.${b}.tmp" "${t}"
+  done
+fi
+
+# ---- etcd (server module has replace directives -> wrapper module) ----------
+if wanted etcd && needs_build etcd "${ETCD_VERSION}"; then
+  t=$(date +%s.%N)
+  ev="${ETCD_VERSION}"
+  json="$(modjson go.etcd.io/etcd/server/v3 "${ev}")"
+  commit="$(modcommit "${json}" go.etcd.io/etcd/server/v3 "${ev}")"
+  wdir="${SRC}/etcd-${ev}"
+  mkdir -p "${wdir}"
+  if [[ ! -f "${wdir}/.tidy-ok" ]]; then
+    printf '// Code generated by hack/build-binaries.sh. DO NOT EDIT.\nmodule specinfer.local/etcd-build\n\ngo 1.24\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "${ev}" > "${wdir}/go.mod"
+    printf '//go:build tools\n\npackage tools\n\nimport _ "go.etcd.io/etcd/server/v3"\n' > "${wdir}/tools.go"
+    (cd "${wdir}" && "${GO}" mod tidy)
+    touch "${wdir}/.tidy-ok"
+  fi
+  log "etcd ${ev}: building..."
+  sha="${commit:0:8}"; sha="${sha:-${ev}}"
+  (cd "${wdir}" && "${GO}" build -trimpath -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=${sha}" -o "${BIN}/.etcd.tmp" go.etcd.io/etcd/server/v3)
+  finish etcd "${ev}" "${BIN}/.etcd.tmp" "${t}"
+fi
+
+# ---- kwok (controller only; we do not use kwokctl) --------------------------
+if wanted kwok && needs_build kwok "${KWOK_VERSION}"; then
+  t=$(date +%s.%N)
+  log "kwok ${KWOK_VERSION}: building..."
+  tmpbin="$(mktemp -d "${BIN}/.gobin.XXXXXX")"
+  GOBIN="${tmpbin}" "${GO}" install -trimpath \
+    -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION} -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=${KUBERNETES_VERSION#v}" \
+    "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}"
+  mv -f "${tmpbin}/kwok" "${BIN}/.kwok.tmp"; rmdir "${tmpbin}"
+  finish kwok "${KWOK_VERSION}" "${BIN}/.kwok.tmp" "${t}"
+fi
+
+# ---- helm -------------------------------------------------------------------
+if wanted helm && needs_build helm "${HELM_VERSION}"; then
+  t=$(date +%s.%N)
+  hv="${HELM_VERSION}"
+  json="$(modjson helm.sh/helm/v3 "${hv}")"
+  hdir="$(jfield Dir <<<"${json}")"
+  commit="$(modcommit "${json}" helm.sh/helm/v3 "${hv}")"
+  cgv="$(sed -n 's#^[[:space:]]*k8s\.io/client-go v0\.\([0-9]*\)\..*#\1#p' "${hdir}/go.mod" | head -n1)"
+  ld="-s -w -X helm.sh/helm/v3/internal/version.version=${hv} -X helm.sh/helm/v3/internal/version.metadata="
+  ld+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+  if [[ -n "${commit}" ]]; then ld+=" -X helm.sh/helm/v3/internal/version.gitCommit=${commit}"; fi
+  if [[ -n "${cgv}" ]]; then
+    for p in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+      ld+=" -X ${p}.k8sVersionMajor=1 -X ${p}.k8sVersionMinor=${cgv}"
+    done
+  fi
+  log "helm ${hv}: building..."
+  tmpbin="$(mktemp -d "${BIN}/.gobin.XXXXXX")"
+  GOBIN="${tmpbin}" "${GO}" install -trimpath -ldflags "${ld}" "helm.sh/helm/v3/cmd/helm@${hv}"
+  mv -f "${tmpbin}/helm" "${BIN}/.helm.tmp"; rmdir "${tmpbin}"
+  finish helm "${hv}" "${BIN}/.helm.tmp" "${t}"
+fi
+
+log "all done in $(elapsed "${T_ALL}")s; binaries in ${BIN}"

@@ -1,0 +1,134 @@
+"""A real Kubernetes control plane for the e2e suite.
+
+By default `hack/cluster up` starts one on loopback (etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler and kwok simulating Ascend NPU nodes, all built from Go modules) and `hack/cluster down`
+stops it at the end. Set SPECINFER_E2E_KUBECONFIG to run the same suite against an existing cluster
+(kind, or a real one) instead; SPECINFER_E2E_KEEP=1 leaves a started cluster running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+
+ROOT = Path(__file__).resolve().parents[2]
+CLUSTER = ROOT / "hack" / "cluster"
+CRD_NAME = "speculativeinferences.specinfer.io"
+
+
+@dataclass
+class Cluster:
+    kubeconfig: str
+    kubectl_path: str
+    api: client.ApiClient
+
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against this cluster; output is text."""
+        result = subprocess.run(
+            [self.kubectl_path, "--kubeconfig", self.kubeconfig, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr}")
+        return result
+
+    def get(self, *args: str) -> dict[str, Any]:
+        """`kubectl get ... -o json`, parsed."""
+        loaded: dict[str, Any] = json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+        return loaded
+
+    @property
+    def core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self.api)
+
+    @property
+    def apps(self) -> client.AppsV1Api:
+        return client.AppsV1Api(self.api)
+
+    @property
+    def custom(self) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self.api)
+
+
+def _cluster_env() -> dict[str, str]:
+    """KUBECONFIG and PATH as `hack/cluster env` prints them."""
+    out = subprocess.run([str(CLUSTER), "env"], capture_output=True, text=True, check=True).stdout
+    env = {}
+    for line in out.splitlines():
+        if line.startswith("export ") and "=" in line:
+            key, value = line.removeprefix("export ").split("=", 1)
+            env[key] = value.strip("'\"")
+    return env
+
+
+def _kubectl_for(env: dict[str, str]) -> str:
+    found = os.environ.get("KUBECTL") or shutil.which("kubectl", path=env.get("PATH"))
+    if not found:
+        raise RuntimeError("kubectl not found: set KUBECTL or put kubectl on PATH")
+    return found
+
+
+def wait_until(what: str, check: Any, timeout: float = 60, interval: float = 0.5) -> Any:
+    """Poll `check` until it returns something truthy; fail with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    external = os.environ.get("SPECINFER_E2E_KUBECONFIG")
+    started = False
+    if external:
+        kubeconfig, env = external, dict(os.environ)
+    else:
+        already_up = subprocess.run([str(CLUSTER), "status"], capture_output=True, check=False).returncode == 0
+        subprocess.run([str(CLUSTER), "up"], check=True)
+        started = not already_up
+        env = _cluster_env()
+        kubeconfig = env["KUBECONFIG"]
+    api = config.new_client_from_config(config_file=kubeconfig)
+    handle = Cluster(kubeconfig, _kubectl_for(env), api)
+    handle.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
+    handle.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+    try:
+        yield handle
+    finally:
+        api.close()
+        if started and not os.environ.get("SPECINFER_E2E_KEEP"):
+            subprocess.run([str(CLUSTER), "down"], check=False)
+
+
+@pytest.fixture
+def namespace(cluster: Cluster) -> Iterator[str]:
+    """A namespace of its own for each test, deleted afterwards."""
+    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    cluster.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    wait_until(
+        f"the default ServiceAccount in {name}",
+        lambda: cluster.core.list_namespaced_service_account(name, field_selector="metadata.name=default").items,
+    )
+    try:
+        yield name
+    finally:
+        cluster.core.delete_namespace(name, propagation_policy="Background")
