@@ -6,10 +6,18 @@ Kubernetes Events and the ConfigValid condition message.
 
 from __future__ import annotations
 
-from specinfer_runtime.engine import MTP_ALIASES, PADDED_BATCH_METHODS, EngineSpec
+from specinfer_runtime.engine import MTP_ALIASES, PADDED_BATCH_METHODS, EngineSpec, RejectionSamplerConfig
 from specinfer_runtime.validation import Problem
 
 BLOCK_VERIFY_MIN_K = 3
+
+
+def _tuned(sampler: RejectionSamplerConfig) -> bool:
+    defaults = RejectionSamplerConfig()
+    return (sampler.posterior_threshold, sampler.posterior_alpha) != (
+        defaults.posterior_threshold,
+        defaults.posterior_alpha,
+    )
 
 
 def advise(spec: EngineSpec, prefix: str = "spec") -> list[Problem]:
@@ -44,7 +52,8 @@ def advise(spec: EngineSpec, prefix: str = "spec") -> list[Problem]:
                 "R10",
             )
         )
-    if rs is not None and not rs.entropy_verify and rs.model_fields_set & {"posterior_threshold", "posterior_alpha"}:
+    # Compared with the defaults, not with "was it set": the API server fills the defaults in.
+    if rs is not None and not rs.entropy_verify and _tuned(rs):
         found.append(
             Problem(
                 f"{path}.rejectionSampler",

@@ -45,3 +45,14 @@ def test_case_names_are_resource_names() -> None:
     """Each case can be applied to a cluster side by side with the others."""
     named = [c for c in CASES if c.rule != "name"]
     assert [c.resource["metadata"]["name"] for c in named] == [c.name for c in named]
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.valid], ids=[c.name for c in CASES if c.valid])
+def test_server_defaulted_form_gets_the_same_verdict(case: Case) -> None:
+    """The operator sees resources with the schema defaults filled in; that must not change what it says."""
+    report = check(case.resource)
+    assert report.value is not None
+    defaulted = check(report.value.dump())
+    assert defaulted.ok
+    nulls = {p.path for p in report.warnings if p.message.startswith("null value")}
+    assert [str(p) for p in defaulted.warnings] == [str(p) for p in report.warnings if p.path not in nulls]

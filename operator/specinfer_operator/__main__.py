@@ -1,0 +1,3 @@
+from specinfer_operator.main import main
+
+main()

@@ -1,0 +1,47 @@
+"""kopf handlers: thin. Spec changes go to reconcile; child events refresh status and correct drift."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from specinfer_operator import metrics
+from specinfer_operator.children import MANAGER
+from specinfer_operator.reconcile import Context, reconcile, refresh
+from specinfer_operator.resource import GROUP, PLURAL, VERSION
+
+CHILD_LABELS = {"app.kubernetes.io/managed-by": MANAGER}
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    # kopf's bookkeeping lives in annotations: the status schema is ours, and structural.
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
+    settings.posting.level = logging.WARNING  # handler failures become Events; routine logs do not
+    settings.posting.reporting_component = MANAGER
+
+
+@kopf.on.resume(GROUP, VERSION, PLURAL)
+@kopf.on.create(GROUP, VERSION, PLURAL)
+@kopf.on.update(GROUP, VERSION, PLURAL)
+def on_spec(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    reconcile(dict(body), memo["ctx"])
+
+
+@kopf.on.delete(GROUP, VERSION, PLURAL, optional=True)
+def on_delete(name: str, namespace: str | None, **_: Any) -> None:
+    # Children go with their ownerReferences; only the metrics remember the resource.
+    metrics.forget(namespace or "", name)
+
+
+@kopf.on.event("apps", "v1", "deployments", labels=CHILD_LABELS)
+@kopf.on.event("v1", "pods", labels=CHILD_LABELS)
+def on_child(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    owner = body.get("metadata", {}).get("labels", {}).get("app.kubernetes.io/instance")
+    namespace = body.get("metadata", {}).get("namespace")
+    if owner and namespace:
+        ctx: Context = memo["ctx"]
+        refresh(namespace, owner, ctx)

@@ -1,0 +1,98 @@
+"""Kubernetes API calls the operator makes, as plain dicts. Children are written with server-side apply
+under one field manager, so drift is corrected and GitOps tools owning other fields are left alone."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from specinfer_operator.children import MANAGER
+from specinfer_operator.resource import GROUP, PLURAL, VERSION
+
+_PLURALS = {"ConfigMap": "configmaps", "Service": "services", "Deployment": "deployments"}
+
+
+class Conflict(Exception):  # noqa: N818 (reads as "raise Conflict")
+    """The object changed since it was read (HTTP 409)."""
+
+
+def collection(api_version: str, plural: str, namespace: str | None) -> str:
+    """The URL path of a collection, core (`v1`) or grouped (`apps/v1`)."""
+    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    return f"{base}/namespaces/{namespace}/{plural}" if namespace else f"{base}/{plural}"
+
+
+class Kube:
+    """The few requests reconciliation needs, on a shared client."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.api = api
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        query: dict[str, str] | None = None,
+        content_type: str = "application/json",
+    ) -> dict[str, Any] | None:
+        """One request; None for 404, Conflict for 409, ApiException for any other failure."""
+        method, url, headers, payload, _ = self.api.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=list((query or {}).items()),
+            header_params={"Content-Type": content_type, "Accept": "application/json"},
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = self.api.call_api(method, url, header_params=headers, body=payload, _request_timeout=30)
+        data: bytes = response.read()  # type: ignore[no-untyped-call]
+        if response.status == 404:
+            return None
+        if response.status == 409:
+            raise Conflict(data.decode(errors="replace"))
+        if response.status >= 400:
+            raise ApiException(status=response.status, reason=response.reason, body=data.decode(errors="replace"))
+        loaded: dict[str, Any] = json.loads(data) if data else {}
+        return loaded
+
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply, taking ownership of every field we set."""
+        meta = obj["metadata"]
+        path = f"{collection(obj['apiVersion'], _PLURALS[obj['kind']], meta['namespace'])}/{meta['name']}"
+        query = {"fieldManager": MANAGER, "force": "true"}
+        result = self._call("PATCH", path, obj, query, "application/apply-patch+yaml")
+        assert result is not None
+        return result
+
+    def get(self, api_version: str, plural: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        return self._call("GET", f"{collection(api_version, plural, namespace)}/{name}")
+
+    def list(
+        self, api_version: str, plural: str, namespace: str | None, selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        query = {"labelSelector": selector} if selector else None
+        result = self._call("GET", collection(api_version, plural, namespace), query=query)
+        items: list[dict[str, Any]] = (result or {}).get("items", [])
+        return items
+
+    def create(self, api_version: str, plural: str, namespace: str, body: dict[str, Any]) -> None:
+        self._call("POST", collection(api_version, plural, namespace), body)
+
+    def replace(self, api_version: str, plural: str, namespace: str, name: str, body: dict[str, Any]) -> None:
+        """PUT with the body's resourceVersion: Conflict if someone wrote in between."""
+        self._call("PUT", f"{collection(api_version, plural, namespace)}/{name}", body)
+
+    def delete(self, api_version: str, plural: str, namespace: str, name: str) -> None:
+        self._call("DELETE", f"{collection(api_version, plural, namespace)}/{name}")
+
+    def resource(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.get(f"{GROUP}/{VERSION}", PLURAL, namespace, name)
+
+    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        """Merge-patch the status subresource; keys set to None are removed."""
+        path = f"{collection(f'{GROUP}/{VERSION}', PLURAL, namespace)}/{name}/status"
+        self._call("PATCH", path, {"status": status}, content_type="application/merge-patch+json")

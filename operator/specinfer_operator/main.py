@@ -1,0 +1,69 @@
+"""`specinfer-operator`: run the kopf operator with its settings, metrics, health and leader election."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections.abc import Sequence
+from typing import Any, cast
+
+import kopf
+from kubernetes import client, config
+from prometheus_client import start_http_server
+
+from specinfer_operator import handlers  # noqa: F401  (registers the handlers)
+from specinfer_operator.children import RenderDefaults
+from specinfer_operator.kube import Kube
+from specinfer_operator.leader import Elector
+from specinfer_operator.reconcile import Context
+from specinfer_operator.settings import Settings, parse
+
+log = logging.getLogger("specinfer_operator")
+
+
+def post_event(body: dict[str, Any], type: str, reason: str, message: str) -> None:
+    kopf.event(kopf.Body(cast(kopf.RawBody, body)), type=type, reason=reason, message=message[:1024])
+
+
+def api_client() -> client.ApiClient:
+    try:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+    except config.ConfigException:
+        config.load_kube_config()  # type: ignore[no-untyped-call]
+    return client.ApiClient()
+
+
+def run(settings: Settings) -> None:
+    kopf.configure(
+        debug=settings.log_level == "debug",
+        verbose=settings.log_level in ("debug", "info"),
+        quiet=settings.log_level == "error",
+        log_format=kopf.LogFormat.JSON if settings.log_format == "json" else kopf.LogFormat.FULL,
+    )
+    logging.getLogger().setLevel(settings.log_level.upper())
+    kube = Kube(api_client())
+    if settings.metrics_port:
+        start_http_server(settings.metrics_port)
+    stop = threading.Event()
+    if settings.leader_election:
+        identity = f"{socket.gethostname()}_{os.getpid()}"
+        elector = Elector(kube, settings.leader_election_namespace, settings.leader_election_id, identity)
+        elector.acquire()
+        elector.keep(lost=stop.set)
+    ctx = Context(kube, RenderDefaults(settings.runtime_image, settings.npu_resource_name), post_event)
+    kopf.run(
+        standalone=True,
+        clusterwide=not settings.namespaces,
+        namespaces=settings.namespaces,
+        liveness_endpoint=f"http://0.0.0.0:{settings.health_port}/healthz",
+        memo=kopf.Memo(ctx=ctx),
+        stop_flag=stop,
+    )
+    if settings.leader_election and stop.is_set():
+        raise SystemExit("lost leadership")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    run(parse(argv))

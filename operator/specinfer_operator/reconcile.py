@@ -1,0 +1,234 @@
+"""One idempotent reconcile: validate, check the cluster can run it, apply the children, report status.
+
+A spec that cannot run is never applied: the Deployment keeps serving the last valid configuration
+and the status says why (ConfigValid=False). Child events (Deployments, pods) only refresh the status
+and correct drift; they never roll out a spec that reconcile has not accepted.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from specinfer_operator import metrics
+from specinfer_operator.children import RenderDefaults, config_hash, render, selector_labels
+from specinfer_operator.kube import Kube
+from specinfer_operator.manifests import check
+from specinfer_operator.resource import SpeculativeInference
+from specinfer_operator.status import Desired, Observed, Verdict, compute, transitions
+
+log = logging.getLogger(__name__)
+
+
+class EventSink(Protocol):
+    def __call__(self, body: dict[str, Any], type: str, reason: str, message: str) -> None: ...
+
+
+@dataclass
+class Context:
+    """What every reconcile needs; one per operator process."""
+
+    kube: Kube
+    defaults: RenderDefaults
+    events: EventSink
+    now: Callable[[], str] = lambda: datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    _locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict)
+    _guard: threading.Lock = field(default_factory=threading.Lock)
+
+    def lock(self, namespace: str, name: str) -> threading.Lock:
+        """One resource at a time: kopf handles events of its pods concurrently, and each publishes status."""
+        with self._guard:
+            return self._locks.setdefault((namespace, name), threading.Lock())
+
+
+def desired_of(cr: SpeculativeInference, defaults: RenderDefaults) -> Desired:
+    engine = cr.spec.engine()
+    name, namespace = cr.metadata.name, cr.metadata.namespace or "default"
+    return Desired(
+        config_hash=config_hash(engine),
+        replicas=cr.spec.replicas,
+        method=engine.speculative.effective_method(),
+        num_speculative_tokens=engine.effective_k(),
+        capture_sizes=engine.capture_sizes(),
+        npus_per_pod=cr.spec.npus_per_pod(),
+        npu_resource=cr.spec.resources.npu_resource_name or defaults.npu_resource_name,
+        endpoint=f"http://{name}.{namespace}.svc:{cr.spec.service.port}",
+        selector=",".join(f"{k}={v}" for k, v in selector_labels(name).items()),
+    )
+
+
+def capacity_problem(desired: Desired, node_selector: dict[str, str], nodes: list[dict[str, Any]]) -> str | None:
+    """A pod that no node could ever hold, or None. Without any node advertising the resource (device
+    plugin not ready, autoscaling) nothing is refused: the pods report Unschedulable instead."""
+    resource = desired.npu_resource
+    offers = [
+        int(str(node.get("status", {}).get("allocatable", {}).get(resource, "0")))
+        for node in nodes
+        if all(node.get("metadata", {}).get("labels", {}).get(k) == v for k, v in node_selector.items())
+    ]
+    offering = [n for n in offers if n > 0]
+    if not offering or desired.npus_per_pod <= max(offering):
+        return None
+    where = " matching spec.placement.nodeSelector" if node_selector else ""
+    return (
+        f"each pod needs {desired.npus_per_pod} {resource}, but the largest node{where} has {max(offering)}: "
+        "lower parallelism (tensor x pipeline x data) or add larger nodes"
+    )
+
+
+def drifted(desired: Any, live: Any) -> bool:
+    """Whether `live` lacks something `desired` sets (fields the API server defaults are ignored)."""
+    if isinstance(desired, dict):
+        return not isinstance(live, dict) or any(drifted(v, live.get(k)) for k, v in desired.items())
+    if isinstance(desired, list):
+        return (
+            not isinstance(live, list)
+            or len(desired) != len(live)
+            or any(drifted(d, lv) for d, lv in zip(desired, live, strict=True))
+        )
+    return bool(desired != live)
+
+
+def status_patch(previous: dict[str, Any], current: dict[str, Any]) -> dict[str, Any] | None:
+    """A merge patch turning `previous` into `current` (None when equal: no write at steady state)."""
+    if previous == current:
+        return None
+    patch: dict[str, Any] = dict(current)
+    for key in previous:
+        if key not in current:
+            patch[key] = None
+    return patch
+
+
+def verdict_of(
+    cr_body: dict[str, Any], kube: Kube, defaults: RenderDefaults
+) -> tuple[Verdict, SpeculativeInference | None]:
+    report = check(cr_body)
+    if report.value is None:
+        message = "; ".join(str(p) for p in report.errors)
+        return Verdict(False, "InvalidSpec", message), None
+    cr = report.value
+    warnings = [str(p) for p in report.warnings]
+    problem = capacity_problem(
+        desired_of(cr, defaults), cr.spec.placement.node_selector or {}, kube.list("v1", "nodes", None)
+    )
+    if problem:
+        return Verdict(False, "InsufficientNPUCapacity", problem, warnings), cr
+    return Verdict(True, "ValidWithWarnings" if warnings else "Valid", "", warnings), cr
+
+
+def observe(kube: Kube, namespace: str, name: str) -> Observed:
+    selector = ",".join(f"{k}={v}" for k, v in selector_labels(name).items())
+    return Observed(
+        deployment=kube.get("apps/v1", "deployments", namespace, name),
+        pods=kube.list("v1", "pods", namespace, selector),
+    )
+
+
+def _event_type(kind: str, status: bool) -> str:
+    bad = (kind == "Degraded" and status) or (kind == "ConfigValid" and not status)
+    return "Warning" if bad else "Normal"
+
+
+def publish(body: dict[str, Any], ctx: Context, verdict: Verdict, desired: Desired | None, observed: Observed) -> None:
+    """Compute the status, write it only if it changed, and report transitions as events and metrics."""
+    meta = body["metadata"]
+    previous = body.get("status") or {}
+    current = compute(meta.get("generation", 0), verdict, desired, observed, previous, ctx.now())
+    patch = status_patch(previous, current)
+    if patch is None:
+        return
+    ctx.kube.patch_status(meta["namespace"], meta["name"], patch)
+    metrics.observe_conditions(meta["namespace"], meta["name"], current["conditions"])
+    for kind, reason, message in transitions(previous, current):
+        status = next(c["status"] == "True" for c in current["conditions"] if c["type"] == kind)
+        if kind == "Degraded" and not status:
+            continue
+        if kind == "Progressing":
+            if reason == "RolloutComplete":
+                metrics.ROLLOUTS_FINISHED.labels(result="complete").inc()
+            elif reason == "ProgressDeadlineExceeded":
+                metrics.ROLLOUTS_FINISHED.labels(result="deadline_exceeded").inc()
+        ctx.events(body, _event_type(kind, status), reason, message or f"{kind} is {status}")
+
+
+def reconcile(body: dict[str, Any], ctx: Context) -> None:
+    """Bring the children in line with the spec (if it can run) and report."""
+    started = time.perf_counter()
+    meta = body["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    result = "error"
+    try:
+        with ctx.lock(namespace, name):
+            result = _reconcile(body, ctx, namespace, name)
+    finally:
+        metrics.RECONCILES.labels(result=result).inc()
+        metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
+
+
+def _reconcile(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> str:
+    verdict, cr = verdict_of(body, ctx.kube, ctx.defaults)
+    desired = desired_of(cr, ctx.defaults) if cr is not None and verdict.valid else None
+    if desired is not None and cr is not None:
+        for obj in render(cr, ctx.defaults):
+            ctx.kube.apply(obj)
+        if (body.get("status") or {}).get("configHash") != desired.config_hash:
+            metrics.ROLLOUTS_STARTED.inc()
+        prune_config_maps(ctx.kube, namespace, name)
+    publish(body, ctx, verdict, desired, observe(ctx.kube, namespace, name))
+    return "applied" if verdict.valid else "refused"
+
+
+def prune_config_maps(kube: Kube, namespace: str, name: str) -> None:
+    """Delete engine ConfigMaps no ReplicaSet of the Deployment mounts any more (rollbacks keep theirs)."""
+    selector = ",".join(f"{k}={v}" for k, v in selector_labels(name).items())
+    in_use = {
+        volume["configMap"]["name"]
+        for rs in kube.list("apps/v1", "replicasets", namespace, selector)
+        for volume in rs.get("spec", {}).get("template", {}).get("spec", {}).get("volumes", [])
+        if "configMap" in volume
+    }
+    deployment = kube.get("apps/v1", "deployments", namespace, name)
+    for volume in (deployment or {}).get("spec", {}).get("template", {}).get("spec", {}).get("volumes", []):
+        if "configMap" in volume:
+            in_use.add(volume["configMap"]["name"])
+    for config_map in kube.list("v1", "configmaps", namespace, selector):
+        config_name = config_map["metadata"]["name"]
+        if config_name.startswith(f"{name}-engine-") and config_name not in in_use:
+            kube.delete("v1", "configmaps", namespace, config_name)
+
+
+def refresh(namespace: str, name: str, ctx: Context) -> None:
+    """After a Deployment or pod event: correct drift of an accepted spec, then refresh the status."""
+    with ctx.lock(namespace, name):
+        body = ctx.kube.resource(namespace, name)
+        if body is not None:
+            _refresh(body, ctx, namespace, name)
+
+
+def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> None:
+    previous = body.get("status") or {}
+    accepted = previous.get("observedGeneration") == body["metadata"].get("generation")
+    config = next((c for c in previous.get("conditions") or [] if c.get("type") == "ConfigValid"), None)
+    if not accepted or config is None:
+        return  # reconcile has not handled this generation yet; it will publish the status
+    if config["status"] != "True":
+        verdict = Verdict(False, config.get("reason", "InvalidSpec"), config.get("message", ""))
+        publish(body, ctx, verdict, None, observe(ctx.kube, namespace, name))
+        return
+    report = check(body)
+    if report.value is None:
+        return
+    cr = report.value
+    live = ctx.kube.get("apps/v1", "deployments", namespace, name)
+    wanted = next(o for o in render(cr, ctx.defaults) if o["kind"] == "Deployment")
+    if live is None or drifted(wanted["spec"], live.get("spec")):
+        log.info("correcting drift of Deployment %s/%s", namespace, name)
+        ctx.kube.apply(wanted)
+    verdict = Verdict(True, config.get("reason", "Valid"), "", [str(p) for p in report.warnings])
+    publish(body, ctx, verdict, desired_of(cr, ctx.defaults), observe(ctx.kube, namespace, name))

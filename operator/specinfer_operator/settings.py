@@ -1,0 +1,107 @@
+"""Operator configuration: command-line flags, each defaulting to an environment variable."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from specinfer_operator.children import DEFAULT_NPU_RESOURCE, DEFAULT_RUNTIME_IMAGE
+
+
+@dataclass(frozen=True)
+class Settings:
+    runtime_image: str
+    npu_resource_name: str
+    namespaces: tuple[str, ...]
+    metrics_port: int
+    health_port: int
+    log_level: str
+    log_format: str
+    leader_election: bool
+    leader_election_namespace: str
+    leader_election_id: str
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def parse(argv: Sequence[str] | None = None) -> Settings:
+    p = argparse.ArgumentParser(
+        prog="specinfer-operator",
+        description="Reconcile SpeculativeInference resources into vLLM-Ascend pods. Every flag also reads "
+        "the environment variable named in its help.",
+    )
+    p.add_argument(
+        "--runtime-image",
+        default=_env("SPECINFER_RUNTIME_IMAGE", DEFAULT_RUNTIME_IMAGE),
+        help="image for resources that set no spec.runtime.image (SPECINFER_RUNTIME_IMAGE)",
+    )
+    p.add_argument(
+        "--npu-resource-name",
+        default=_env("SPECINFER_NPU_RESOURCE_NAME", DEFAULT_NPU_RESOURCE),
+        help="extended resource for resources that set no spec.resources.npuResourceName (SPECINFER_NPU_RESOURCE_NAME)",
+    )
+    p.add_argument(
+        "--namespace",
+        action="append",
+        dest="namespaces",
+        help="watch only this namespace; repeat for several; all namespaces when unset "
+        "(SPECINFER_NAMESPACES, comma-separated)",
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=int(_env("SPECINFER_METRICS_PORT", "8080")),
+        help="Prometheus /metrics port, 0 to disable (SPECINFER_METRICS_PORT)",
+    )
+    p.add_argument(
+        "--health-port",
+        type=int,
+        default=int(_env("SPECINFER_HEALTH_PORT", "8081")),
+        help="liveness /healthz port for probes (SPECINFER_HEALTH_PORT)",
+    )
+    p.add_argument(
+        "--log-level",
+        default=_env("SPECINFER_LOG_LEVEL", "info"),
+        choices=("debug", "info", "warning", "error"),
+        help="(SPECINFER_LOG_LEVEL)",
+    )
+    p.add_argument(
+        "--log-format",
+        default=_env("SPECINFER_LOG_FORMAT", "text"),
+        choices=("text", "json"),
+        help="json for log collectors (SPECINFER_LOG_FORMAT)",
+    )
+    p.add_argument(
+        "--leader-election",
+        action=argparse.BooleanOptionalAction,
+        default=_env("SPECINFER_LEADER_ELECTION", "false").lower() in ("1", "true", "yes"),
+        help="hold a Lease so that only one of several replicas reconciles (SPECINFER_LEADER_ELECTION)",
+    )
+    p.add_argument(
+        "--leader-election-namespace",
+        default=_env("SPECINFER_LEADER_ELECTION_NAMESPACE", _env("POD_NAMESPACE", "default")),
+        help="namespace of the Lease (SPECINFER_LEADER_ELECTION_NAMESPACE, else POD_NAMESPACE)",
+    )
+    p.add_argument(
+        "--leader-election-id",
+        default=_env("SPECINFER_LEADER_ELECTION_ID", "specinfer-operator"),
+        help="name of the Lease (SPECINFER_LEADER_ELECTION_ID)",
+    )
+    args = p.parse_args(argv)
+    namespaces = args.namespaces or [n for n in _env("SPECINFER_NAMESPACES", "").split(",") if n]
+    return Settings(
+        runtime_image=args.runtime_image,
+        npu_resource_name=args.npu_resource_name,
+        namespaces=tuple(namespaces),
+        metrics_port=args.metrics_port,
+        health_port=args.health_port,
+        log_level=args.log_level,
+        log_format=args.log_format,
+        leader_election=args.leader_election,
+        leader_election_namespace=args.leader_election_namespace,
+        leader_election_id=args.leader_election_id,
+    )

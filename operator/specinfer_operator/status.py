@@ -1,0 +1,240 @@
+"""The status of a SpeculativeInference, computed from what the cluster shows (pure: no I/O).
+
+Conditions follow kstatus conventions so `kubectl wait --for=condition=Ready`, Argo CD and Flux read
+them: Ready (serving the current spec), Progressing (a rollout is under way), Degraded (something needs
+a human), ConfigValid (the spec can be rolled out). The Ready reason doubles as the STATUS column.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from specinfer_operator.children import CONFIG_HASH_ANNOTATION
+
+NOT_READY_WAITING = ("CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError")
+
+
+@dataclass(frozen=True)
+class Desired:
+    """What the current spec asks for, when it is valid."""
+
+    config_hash: str
+    replicas: int
+    method: str
+    num_speculative_tokens: int
+    capture_sizes: list[int]
+    npus_per_pod: int
+    npu_resource: str
+    endpoint: str
+    selector: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether the spec may be rolled out, and what to tell the user either way."""
+
+    valid: bool
+    reason: str = "Valid"
+    message: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Observed:
+    deployment: dict[str, Any] | None
+    pods: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Health:
+    """The outcome of looking at the Deployment and its pods."""
+
+    ready: bool
+    rolled_out: bool
+    reason: str
+    message: str
+    degraded: bool = False
+
+
+def _get(obj: dict[str, Any] | None, *path: str) -> Any:
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def _deployment_condition(deployment: dict[str, Any], kind: str) -> dict[str, Any]:
+    for condition in _get(deployment, "status", "conditions") or []:
+        if condition.get("type") == kind:
+            return dict(condition)
+    return {}
+
+
+def unschedulable_message(scheduler: str, need: int, resource: str) -> str:
+    """`0/2 nodes have 8 free huawei.com/Ascend910` when NPUs are what is missing, else the scheduler's words."""
+    counts = re.search(r"(\d+)/(\d+) nodes are available", scheduler)
+    if counts and f"Insufficient {resource}" in scheduler:
+        return f"{counts.group(1)}/{counts.group(2)} nodes have {need} free {resource}"
+    return scheduler.strip()
+
+
+def pod_problem(pods: list[dict[str, Any]], desired: Desired | None) -> tuple[str, str] | None:
+    """The most telling problem among the pods: (reason, message), or None."""
+    for pod in pods:
+        for condition in _get(pod, "status", "conditions") or []:
+            if condition.get("type") == "PodScheduled" and condition.get("reason") == "Unschedulable":
+                need = desired.npus_per_pod if desired else 0
+                resource = desired.npu_resource if desired else ""
+                return "Unschedulable", unschedulable_message(str(condition.get("message", "")), need, resource)
+    for pod in pods:
+        for container in _get(pod, "status", "containerStatuses") or []:
+            waiting = _get(container, "state", "waiting") or {}
+            reason = waiting.get("reason")
+            if reason not in NOT_READY_WAITING:
+                continue
+            name = _get(pod, "metadata", "name")
+            if reason == "CrashLoopBackOff":
+                terminated = _get(container, "lastState", "terminated") or {}
+                said = (terminated.get("message") or "").strip() or f"exit code {terminated.get('exitCode', '?')}"
+                restarts = container.get("restartCount", 0)
+                return reason, f"pod {name} restarted {restarts} times; last exit: {said}"
+            return reason, f"pod {name}: {waiting.get('message', reason)}"
+    return None
+
+
+def health(desired: Desired, observed: Observed) -> Health:
+    """How far the Deployment is from serving the desired config."""
+    deployment = observed.deployment
+    if deployment is None:
+        return Health(False, False, "Creating", "the Deployment does not exist yet")
+    status = deployment.get("status") or {}
+    replicas, ready = status.get("replicas", 0), status.get("readyReplicas", 0)
+    updated = status.get("updatedReplicas", 0)
+    template_hash = _get(deployment, "spec", "template", "metadata", "annotations", CONFIG_HASH_ANNOTATION)
+    observed_generation = status.get("observedGeneration", 0) >= _get(deployment, "metadata", "generation")
+    current = template_hash == desired.config_hash and observed_generation
+    want = desired.replicas
+    rolled_out = current and updated == want and ready == want and replicas == want
+    progress = _deployment_condition(deployment, "Progressing")
+    if progress.get("reason") == "ProgressDeadlineExceeded" and not rolled_out:
+        return Health(False, False, "ProgressDeadlineExceeded", str(progress.get("message", "")), degraded=True)
+    problem = pod_problem(observed.pods, desired)
+    if rolled_out:
+        if want == 0:
+            return Health(True, True, "ScaledToZero", "no pods requested")
+        return Health(
+            True, True, "Ready", f"{ready}/{want} pods serving {desired.method} with K={desired.num_speculative_tokens}"
+        )
+    if problem:
+        return Health(False, False, problem[0], problem[1], degraded=True)
+    if not current or updated < want:
+        return Health(False, False, "RolloutInProgress", f"{updated}/{want} pods run the current configuration")
+    return Health(False, False, "PodsNotReady", f"{ready}/{want} pods ready")
+
+
+def condition(
+    kind: str, status: bool, reason: str, message: str, generation: int, previous: list[dict[str, Any]], now: str
+) -> dict[str, Any]:
+    """A condition whose lastTransitionTime only moves when its status does."""
+    value = "True" if status else "False"
+    before = next((c for c in previous if c.get("type") == kind), {})
+    since = before.get("lastTransitionTime") if before.get("status") == value else now
+    return {
+        "type": kind,
+        "status": value,
+        "reason": reason,
+        "message": message,
+        "observedGeneration": generation,
+        "lastTransitionTime": since or now,
+    }
+
+
+def compute(
+    generation: int,
+    verdict: Verdict,
+    desired: Desired | None,
+    observed: Observed,
+    previous: dict[str, Any],
+    now: str,
+) -> dict[str, Any]:
+    """The whole status. With an invalid spec, it keeps describing what still serves."""
+    before = previous.get("conditions") or []
+    status: dict[str, Any] = {"observedGeneration": generation}
+    deployment_status = _get(observed.deployment, "status") or {}
+    status["replicas"] = deployment_status.get("replicas", 0)
+    status["readyReplicas"] = deployment_status.get("readyReplicas", 0)
+    status["updatedReplicas"] = deployment_status.get("updatedReplicas", 0)
+
+    config_message = verdict.message or "; ".join(verdict.warnings) or "the spec is valid"
+    config = condition("ConfigValid", verdict.valid, verdict.reason, config_message, generation, before, now)
+    if not verdict.valid or desired is None:
+        for key in ("speculation", "endpoint", "configHash", "selector"):
+            if key in previous:
+                status[key] = previous[key]
+        want = int(_get(observed.deployment, "spec", "replicas") or 0)
+        status["ready"] = f"{status['readyReplicas']}/{want}"
+        serving = "the last valid configuration keeps serving" if observed.deployment else "nothing was rolled out"
+        message = f"{verdict.message}; {serving}"
+        status["conditions"] = [
+            condition("Ready", False, "InvalidConfig", message, generation, before, now),
+            condition("Progressing", False, "InvalidConfig", message, generation, before, now),
+            condition("Degraded", True, "InvalidConfig", message, generation, before, now),
+            config,
+        ]
+        return status
+
+    state = health(desired, observed)
+    status["ready"] = f"{status['readyReplicas']}/{desired.replicas}"
+    status["speculation"] = {
+        "method": desired.method,
+        "numSpeculativeTokens": desired.num_speculative_tokens,
+        **({"captureSizes": desired.capture_sizes} if desired.capture_sizes else {}),
+        **{
+            k: v
+            for k, v in (previous.get("speculation") or {}).items()
+            if k in ("acceptanceRate", "meanAcceptanceLength")
+        },
+    }
+    status["endpoint"] = desired.endpoint
+    status["configHash"] = desired.config_hash
+    status["selector"] = desired.selector
+    progressing = not state.rolled_out and state.reason != "ProgressDeadlineExceeded"
+    if state.rolled_out:
+        progress_reason, progress_message = "RolloutComplete", "all pods run the current configuration"
+    elif progressing:
+        progress_reason = "RolloutInProgress"
+        progress_message = (
+            f"rolling out configuration {desired.config_hash}: {status['updatedReplicas']}/{desired.replicas} "
+            f"pods updated, {status['readyReplicas']} ready"
+        )
+    else:
+        progress_reason, progress_message = state.reason, state.message
+    status["conditions"] = [
+        condition("Ready", state.ready, state.reason, state.message, generation, before, now),
+        condition("Progressing", progressing, progress_reason, progress_message, generation, before, now),
+        condition(
+            "Degraded",
+            state.degraded,
+            state.reason if state.degraded else "AsExpected",
+            state.message if state.degraded else "",
+            generation,
+            before,
+            now,
+        ),
+        config,
+    ]
+    return status
+
+
+def transitions(previous: dict[str, Any], current: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(type, reason, message) of each condition whose status or reason changed: what events report."""
+    before = {c["type"]: c for c in previous.get("conditions") or []}
+    changed = []
+    for cond in current.get("conditions") or []:
+        old = before.get(cond["type"], {})
+        if (old.get("status"), old.get("reason")) != (cond["status"], cond["reason"]):
+            changed.append((cond["type"], cond["reason"], cond["message"]))
+    return changed

@@ -1,0 +1,175 @@
+"""Status computation from observed objects (pure): conditions, reasons, messages, transitions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specinfer_operator.children import RenderDefaults
+from specinfer_operator.reconcile import capacity_problem, desired_of, drifted, status_patch
+from specinfer_operator.status import Desired, Observed, Verdict, compute, transitions, unschedulable_message
+from tests.unit.helpers import cr, example
+
+NOW, LATER = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
+DESIRED = desired_of(cr(example("eagle3")["spec"], name="llama3-eagle3", namespace="ml"), RenderDefaults())
+
+
+def deployment(config_hash: str, replicas: int = 2, ready: int = 2, updated: int = 2, **extra: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"generation": 3},
+        "spec": {
+            "replicas": replicas,
+            "template": {"metadata": {"annotations": {"specinfer.io/config-hash": config_hash}}},
+        },
+        "status": {
+            "observedGeneration": 3,
+            "replicas": replicas,
+            "readyReplicas": ready,
+            "updatedReplicas": updated,
+            **extra,
+        },
+    }
+
+
+def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+
+
+def pending_pod(message: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "p"},
+        "status": {
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]
+        },
+    }
+
+
+def test_desired_state_of_a_resource() -> None:
+    assert DESIRED.method == "eagle3"
+    assert DESIRED.num_speculative_tokens == 3
+    assert DESIRED.capture_sizes == [4, 8, 12, 16]
+    assert DESIRED.npus_per_pod == 4
+    assert DESIRED.endpoint == "http://llama3-eagle3.ml.svc:8000"
+
+
+def test_ready_when_every_pod_runs_the_current_config() -> None:
+    status = compute(3, Verdict(True), DESIRED, Observed(deployment(DESIRED.config_hash), []), {}, NOW)
+    assert conditions(status) == {
+        "Ready": ("True", "Ready"),
+        "Progressing": ("False", "RolloutComplete"),
+        "Degraded": ("False", "AsExpected"),
+        "ConfigValid": ("True", "Valid"),
+    }
+    assert status["ready"] == "2/2"
+    assert status["speculation"] == {"method": "eagle3", "numSpeculativeTokens": 3, "captureSizes": [4, 8, 12, 16]}
+    assert status["observedGeneration"] == 3
+
+
+def test_rollout_in_progress_while_old_pods_remain() -> None:
+    observed = Observed(deployment(DESIRED.config_hash, replicas=3, ready=2, updated=1), [])
+    status = compute(3, Verdict(True), DESIRED, observed, {}, NOW)
+    assert conditions(status)["Progressing"] == ("True", "RolloutInProgress")
+    assert conditions(status)["Ready"] == ("False", "RolloutInProgress")
+    progressing = next(c for c in status["conditions"] if c["type"] == "Progressing")
+    assert "1/2 pods updated" in progressing["message"]
+
+
+def test_old_template_is_not_ready() -> None:
+    status = compute(3, Verdict(True), DESIRED, Observed(deployment("0ld"), []), {}, NOW)
+    assert conditions(status)["Ready"] == ("False", "RolloutInProgress")
+
+
+def test_unschedulable_names_the_free_npus() -> None:
+    scheduler = "0/2 nodes are available: 2 Insufficient huawei.com/Ascend910. preemption: 0/2 nodes are available."
+    observed = Observed(deployment(DESIRED.config_hash, ready=1), [pending_pod(scheduler)])
+    status = compute(3, Verdict(True), DESIRED, observed, {}, NOW)
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert (ready["reason"], ready["message"]) == ("Unschedulable", "0/2 nodes have 4 free huawei.com/Ascend910")
+    assert conditions(status)["Degraded"] == ("True", "Unschedulable")
+
+
+def test_other_scheduling_reasons_are_passed_on() -> None:
+    assert unschedulable_message('0/2 nodes are available: persistentvolumeclaim "m" not found.', 4, "x.io/npu") == (
+        '0/2 nodes are available: persistentvolumeclaim "m" not found.'
+    )
+
+
+def test_crash_loop_shows_the_termination_message_and_restarts() -> None:
+    pod = {
+        "metadata": {"name": "llama3-abc"},
+        "status": {
+            "containerStatuses": [
+                {
+                    "restartCount": 4,
+                    "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                    "lastState": {"terminated": {"exitCode": 1, "message": "preflight: 4 NPUs visible, 8 needed\n"}},
+                }
+            ]
+        },
+    }
+    observed = Observed(deployment(DESIRED.config_hash, ready=1), [pod])
+    ready = next(c for c in compute(3, Verdict(True), DESIRED, observed, {}, NOW)["conditions"] if c["type"] == "Ready")
+    assert ready["reason"] == "CrashLoopBackOff"
+    assert ready["message"] == "pod llama3-abc restarted 4 times; last exit: preflight: 4 NPUs visible, 8 needed"
+
+
+def test_progress_deadline_exceeded_is_degraded() -> None:
+    stalled = deployment(
+        DESIRED.config_hash,
+        ready=1,
+        updated=1,
+        conditions=[
+            {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded", "message": "RS x"}
+        ],
+    )
+    status = compute(3, Verdict(True), DESIRED, Observed(stalled, []), {}, NOW)
+    assert conditions(status)["Degraded"] == ("True", "ProgressDeadlineExceeded")
+    assert conditions(status)["Progressing"] == ("False", "ProgressDeadlineExceeded")
+
+
+def test_invalid_spec_keeps_describing_what_serves() -> None:
+    good = compute(3, Verdict(True), DESIRED, Observed(deployment(DESIRED.config_hash), []), {}, NOW)
+    verdict = Verdict(False, "InsufficientNPUCapacity", "each pod needs 16")
+    bad = compute(4, verdict, None, Observed(deployment(DESIRED.config_hash), []), good, LATER)
+    assert conditions(bad) == {
+        "Ready": ("False", "InvalidConfig"),
+        "Progressing": ("False", "InvalidConfig"),
+        "Degraded": ("True", "InvalidConfig"),
+        "ConfigValid": ("False", "InsufficientNPUCapacity"),
+    }
+    assert bad["speculation"] == good["speculation"]
+    assert bad["configHash"] == good["configHash"]
+    ready = next(c for c in bad["conditions"] if c["type"] == "Ready")
+    assert ready["message"] == "each pod needs 16; the last valid configuration keeps serving"
+
+
+def test_transition_times_move_only_with_the_status() -> None:
+    first = compute(3, Verdict(True), DESIRED, Observed(deployment(DESIRED.config_hash), []), {}, NOW)
+    again = compute(3, Verdict(True), DESIRED, Observed(deployment(DESIRED.config_hash), []), first, LATER)
+    assert again == first
+    assert status_patch(first, again) is None
+    assert transitions(first, again) == []
+
+
+def test_status_patch_removes_keys_that_went_away() -> None:
+    assert status_patch({"a": 1, "b": 2}, {"a": 1}) == {"a": 1, "b": None}
+
+
+def test_capacity_refuses_pods_no_node_can_hold() -> None:
+    nodes = [{"metadata": {"labels": {"pool": "a"}}, "status": {"allocatable": {"huawei.com/Ascend910": "8"}}}]
+    big = Desired(**{**DESIRED.__dict__, "npus_per_pod": 16})
+    problem = capacity_problem(big, {}, nodes)
+    assert problem is not None
+    assert "each pod needs 16 huawei.com/Ascend910, but the largest node has 8" in problem
+    assert capacity_problem(DESIRED, {}, nodes) is None
+    assert capacity_problem(big, {}, []) is None  # no NPU node at all: let the scheduler say it
+    assert capacity_problem(DESIRED, {"pool": "b"}, nodes) is None
+
+
+def test_drift_ignores_server_defaults_but_not_edits() -> None:
+    wanted = {"replicas": 2, "template": {"spec": {"containers": [{"name": "engine", "args": ["a"]}]}}}
+    engine: dict[str, Any] = {"name": "engine", "args": ["a"], "terminationMessagePolicy": "File"}
+    live = {"replicas": 2, "revisionHistoryLimit": 10, "template": {"spec": {"containers": [engine]}}}
+    assert not drifted(wanted, live)
+    assert drifted(wanted, {**live, "replicas": 5})
+    engine["args"] = ["b"]
+    assert drifted(wanted, live)
