@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -121,7 +123,7 @@ def cluster() -> Iterator[Cluster]:
 
 @pytest.fixture
 def namespace(cluster: Cluster) -> Iterator[str]:
-    """A namespace of its own for each test, deleted afterwards."""
+    """A namespace of its own for each test, deleted afterwards (and waited for: its pods hold NPUs)."""
     name = f"e2e-{uuid.uuid4().hex[:8]}"
     cluster.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
     wait_until(
@@ -132,3 +134,78 @@ def namespace(cluster: Cluster) -> Iterator[str]:
         yield name
     finally:
         cluster.core.delete_namespace(name, propagation_policy="Background")
+        wait_until(
+            f"namespace {name} to be deleted",
+            lambda: cluster.kubectl("get", "namespace", name, check=False).returncode != 0,
+            timeout=120,
+        )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class Operator:
+    """specinfer-operator as a process, the way a Deployment would run it."""
+
+    def __init__(self, kubeconfig: str, log_dir: Path) -> None:
+        self.kubeconfig, self.log_dir = kubeconfig, log_dir
+        self.process: subprocess.Popen[bytes] | None = None
+        self.metrics_port = free_port()
+        self.starts = 0
+
+    def start(self) -> None:
+        self.starts += 1
+        log = open(self.log_dir / f"operator-{self.starts}.log", "wb")  # noqa: SIM115 (lives with the process)
+        self.process = subprocess.Popen(
+            [
+                str(ROOT / ".venv" / "bin" / "specinfer-operator"),
+                "--metrics-port",
+                str(self.metrics_port),
+                "--health-port",
+                str(free_port()),
+                "--runtime-image",
+                "registry.example.com/specinfer-runtime:test",
+            ],
+            env={**os.environ, "KUBECONFIG": self.kubeconfig},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_until("the operator's metrics endpoint", self.metrics, timeout=30)
+
+    def metrics(self) -> str:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=2) as response:
+                text: str = response.read().decode()
+                return text
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        """SIGKILL: no graceful shutdown, as when a node dies."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+            self.process = None
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+            self.process = None
+
+
+@pytest.fixture(scope="session")
+def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+    handle = Operator(cluster.kubeconfig, tmp_path_factory.mktemp("operator"))
+    handle.start()
+    try:
+        yield handle
+    finally:
+        handle.stop()

@@ -1,0 +1,252 @@
+"""The operator against a real control plane: reconcile, rollouts, refusals, drift, GC, resilience."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.e2e.conftest import CLUSTER, Cluster, Operator, wait_until
+
+NPU = "huawei.com/Ascend910"
+
+
+def spec(k: int = 3, tensor: int = 1, replicas: int = 2) -> dict[str, Any]:
+    return {
+        "model": {"name": "meta-llama/Meta-Llama-3.1-8B-Instruct"},
+        "parallelism": {"tensor": tensor},
+        "speculative": {"method": "eagle3", "numSpeculativeTokens": k, "draftModel": {"name": "org/eagle3"}},
+        "graph": {"mode": "FULL_DECODE_ONLY", "captureSizes": [(k + 1) * n for n in (1, 2, 3, 4)]},
+        "replicas": replicas,
+    }
+
+
+def apply(cluster: Cluster, namespace: str, name: str, body: dict[str, Any], check: bool = True) -> str:
+    manifest = {"apiVersion": "specinfer.io/v1alpha1", "kind": "SpeculativeInference", "metadata": {"name": name}}
+    result = cluster.kubectl(
+        "apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump({**manifest, "spec": body}), check=check
+    )
+    return result.stderr
+
+
+def resource(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    return cluster.get("specinference", "-n", namespace, name)
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == kind), {})
+
+
+def pods(cluster: Cluster, namespace: str, name: str) -> list[dict[str, Any]]:
+    selector = f"app.kubernetes.io/instance={name}"
+    items: list[dict[str, Any]] = cluster.get("pods", "-n", namespace, "-l", selector)["items"]
+    return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+
+def wait_ready(cluster: Cluster, namespace: str, name: str, timeout: float = 90) -> dict[str, Any]:
+    """Ready=True for the current generation, with every pod on the current configuration."""
+
+    def ready() -> dict[str, Any] | None:
+        obj = resource(cluster, namespace, name)
+        current = obj.get("status", {}).get("observedGeneration") == obj["metadata"]["generation"]
+        return obj if current and condition(obj, "Ready").get("status") == "True" else None
+
+    found: dict[str, Any] = wait_until(f"{name} to be Ready", ready, timeout=timeout)
+    return found
+
+
+def engine_args(pod: dict[str, Any]) -> str:
+    return " ".join(pod["spec"]["containers"][0]["args"])
+
+
+@pytest.mark.usefixtures("operator")
+def test_create_runs_pods_on_fake_ascend_nodes_and_reports_ready(cluster: Cluster, namespace: str) -> None:
+    apply(cluster, namespace, "llama", spec(tensor=4))
+    obj = wait_ready(cluster, namespace, "llama")
+    status = obj["status"]
+    assert status["ready"] == "2/2"
+    assert status["speculation"] == {"method": "eagle3", "numSpeculativeTokens": 3, "captureSizes": [4, 8, 12, 16]}
+    assert status["endpoint"] == f"http://llama.{namespace}.svc:8000"
+    assert condition(obj, "ConfigValid")["status"] == "True"
+    running = pods(cluster, namespace, "llama")
+    assert [p["status"]["phase"] for p in running] == ["Running", "Running"]
+    for pod in running:
+        assert pod["spec"]["nodeName"].startswith("ascend-node-")
+        assert pod["spec"]["containers"][0]["resources"]["limits"][NPU] == "4"
+        assert pod["metadata"]["ownerReferences"][0]["kind"] == "ReplicaSet"
+    # kubectl wait works as users expect
+    cluster.kubectl("wait", "--for=condition=Ready", "specinference/llama", "-n", namespace, "--timeout=10s")
+    table = cluster.kubectl("get", "specinference", "-n", namespace).stdout.splitlines()[1].split()
+    assert table[:5] == ["llama", "eagle3", "3", "2/2", "Ready"]
+    events = cluster.kubectl("get", "events", "-n", namespace, "--field-selector", "involvedObject.name=llama").stdout
+    assert "RolloutComplete" in events
+
+
+@pytest.mark.usefixtures("operator")
+def test_changing_k_rolls_out_new_pods(cluster: Cluster, namespace: str) -> None:
+    apply(cluster, namespace, "roll", spec(k=3))
+    before = wait_ready(cluster, namespace, "roll")
+    old = {p["metadata"]["name"] for p in pods(cluster, namespace, "roll")}
+    apply(cluster, namespace, "roll", spec(k=4))
+    after = wait_ready(cluster, namespace, "roll")
+    assert after["status"]["configHash"] != before["status"]["configHash"]
+    assert after["status"]["speculation"]["numSpeculativeTokens"] == 4
+    assert after["status"]["speculation"]["captureSizes"] == [5, 10, 15, 20]
+    new = pods(cluster, namespace, "roll")
+    assert {p["metadata"]["name"] for p in new}.isdisjoint(old)
+    for pod in new:
+        assert '"num_speculative_tokens":4' in engine_args(pod)
+        assert '"cudagraph_capture_sizes":[5,10,15,20]' in engine_args(pod)
+    deployment = cluster.get("deployment", "-n", namespace, "roll")
+    assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
+    config_maps = cluster.get("configmaps", "-n", namespace, "-l", "app.kubernetes.io/instance=roll")["items"]
+    assert {c["metadata"]["name"] for c in config_maps} >= {f"roll-engine-{after['status']['configHash']}"}
+
+
+@pytest.mark.usefixtures("operator")
+def test_invalid_change_is_refused_by_the_api_server(cluster: Cluster, namespace: str) -> None:
+    apply(cluster, namespace, "guarded", spec(k=3))
+    wait_ready(cluster, namespace, "guarded")
+    bad = spec(k=3)
+    bad["graph"]["captureSizes"] = [5, 10]
+    error = apply(cluster, namespace, "guarded", bad, check=False)
+    assert "every capture size must be a multiple of K+1 = 4" in error
+    assert resource(cluster, namespace, "guarded")["spec"]["graph"]["captureSizes"] == [4, 8, 12, 16]
+
+
+@pytest.mark.usefixtures("operator")
+def test_change_the_cluster_cannot_run_leaves_the_deployment_untouched(cluster: Cluster, namespace: str) -> None:
+    apply(cluster, namespace, "keep", spec(tensor=2))
+    wait_ready(cluster, namespace, "keep")
+    before = cluster.get("deployment", "-n", namespace, "keep")
+    serving = {p["metadata"]["uid"] for p in pods(cluster, namespace, "keep")}
+    apply(cluster, namespace, "keep", spec(tensor=16))
+
+    def refused() -> dict[str, Any] | None:
+        obj = resource(cluster, namespace, "keep")
+        return obj if condition(obj, "ConfigValid").get("status") == "False" else None
+
+    obj = wait_until("ConfigValid=False", refused, timeout=30)
+    assert condition(obj, "ConfigValid")["reason"] == "InsufficientNPUCapacity"
+    assert (
+        "each pod needs 16 huawei.com/Ascend910, but the largest node has 8" in condition(obj, "ConfigValid")["message"]
+    )
+    assert condition(obj, "Degraded")["reason"] == "InvalidConfig"
+    assert obj["status"]["speculation"]["numSpeculativeTokens"] == 3
+    time.sleep(2)
+    after = cluster.get("deployment", "-n", namespace, "keep")
+    assert after["metadata"]["generation"] == before["metadata"]["generation"]
+    assert after["spec"] == before["spec"]
+    assert {p["metadata"]["uid"] for p in pods(cluster, namespace, "keep")} == serving
+    events = cluster.kubectl("get", "events", "-n", namespace, "--field-selector", "type=Warning").stdout
+    assert "InsufficientNPUCapacity" in events
+
+
+@pytest.mark.usefixtures("operator")
+def test_not_enough_free_npus_is_reported_as_unschedulable(cluster: Cluster, namespace: str) -> None:
+    apply(cluster, namespace, "greedy", spec(tensor=8, replicas=3))
+
+    def unschedulable() -> dict[str, Any] | None:
+        ready = condition(resource(cluster, namespace, "greedy"), "Ready")
+        return ready if ready.get("reason") == "Unschedulable" else None
+
+    ready = wait_until("Ready reason Unschedulable", unschedulable, timeout=60)
+    assert ready["message"] == "0/2 nodes have 8 free huawei.com/Ascend910"
+    assert resource(cluster, namespace, "greedy")["status"]["ready"] == "2/3"
+    table = cluster.kubectl("get", "specinference", "-n", namespace).stdout
+    assert "Unschedulable" in table
+
+
+@pytest.mark.usefixtures("operator")
+def test_manual_edits_of_the_deployment_are_reverted(cluster: Cluster, namespace: str) -> None:
+    apply(cluster, namespace, "drift", spec())
+    wait_ready(cluster, namespace, "drift")
+    patch = [
+        {"op": "replace", "path": "/spec/replicas", "value": 4},
+        {"op": "replace", "path": "/spec/template/spec/containers/0/args/2", "value": "/tampered"},
+    ]
+    cluster.kubectl("patch", "deployment", "drift", "-n", namespace, "--type=json", "-p", json.dumps(patch))
+
+    def restored() -> bool:
+        deployment = cluster.get("deployment", "-n", namespace, "drift")
+        args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        return bool(deployment["spec"]["replicas"] == 2 and args[2] == "meta-llama/Meta-Llama-3.1-8B-Instruct")
+
+    wait_until("the operator to revert the edit", restored, timeout=30)
+    wait_ready(cluster, namespace, "drift")
+
+
+@pytest.mark.usefixtures("operator")
+def test_delete_garbage_collects_every_child(cluster: Cluster, namespace: str) -> None:
+    apply(cluster, namespace, "gone", spec())
+    wait_ready(cluster, namespace, "gone")
+    cluster.kubectl("delete", "specinference", "gone", "-n", namespace, "--wait=true")
+
+    def children() -> list[str]:
+        out = cluster.kubectl(
+            "get", "deployments,replicasets,pods,services,configmaps", "-n", namespace,
+            "-l", "app.kubernetes.io/instance=gone", "-o", "name",
+        ).stdout  # fmt: skip
+        return out.split()
+
+    wait_until("the children to be garbage-collected", lambda: children() == [], timeout=60)
+
+
+def test_operator_killed_mid_rollout_converges_after_restart(
+    cluster: Cluster, namespace: str, operator: Operator
+) -> None:
+    apply(cluster, namespace, "phoenix", spec(k=3, replicas=2))
+    wait_ready(cluster, namespace, "phoenix")
+    apply(cluster, namespace, "phoenix", spec(k=5, replicas=2))
+    wait_until(
+        "the rollout to start",
+        lambda: resource(cluster, namespace, "phoenix")["status"]["observedGeneration"] == 2,
+        timeout=30,
+    )
+    operator.kill()
+    apply(cluster, namespace, "phoenix", spec(k=6, replicas=2))  # a change the dead operator never saw
+    operator.start()
+    obj = wait_ready(cluster, namespace, "phoenix")
+    assert obj["status"]["speculation"]["numSpeculativeTokens"] == 6
+    assert all('"num_speculative_tokens":6' in engine_args(p) for p in pods(cluster, namespace, "phoenix"))
+
+
+def _local_apiserver_pid() -> int | None:
+    if os.environ.get("SPECINFER_E2E_KUBECONFIG"):
+        return None
+    env = subprocess.run([str(CLUSTER), "env"], capture_output=True, text=True, check=True).stdout
+    kubeconfig = next(line.split("=", 1)[1] for line in env.splitlines() if "KUBECONFIG" in line)
+    state = os.path.dirname(kubeconfig.strip("'\""))
+    with open(os.path.join(state, "run", "kube-apiserver.pid")) as pid:
+        return int(pid.read().strip())
+
+
+@pytest.mark.usefixtures("operator")
+def test_operator_recovers_when_the_api_server_comes_back(cluster: Cluster, namespace: str) -> None:
+    pid = _local_apiserver_pid()
+    if pid is None:
+        pytest.skip("stops the API server of the local control plane only")
+    apply(cluster, namespace, "outage", spec(k=3))
+    wait_ready(cluster, namespace, "outage")
+    os.kill(pid, signal.SIGKILL)
+    time.sleep(5)
+    subprocess.run([str(CLUSTER), "up"], check=True, capture_output=True)
+    apply(cluster, namespace, "outage", spec(k=4))
+    obj = wait_ready(cluster, namespace, "outage", timeout=120)
+    assert obj["status"]["speculation"]["numSpeculativeTokens"] == 4
+
+
+def test_operator_metrics(cluster: Cluster, namespace: str, operator: Operator) -> None:
+    apply(cluster, namespace, "counted", spec())
+    wait_ready(cluster, namespace, "counted")
+    text = operator.metrics()
+    assert 'specinfer_reconciles_total{result="applied"}' in text
+    assert "specinfer_reconcile_duration_seconds_bucket" in text
+    assert 'specinfer_resources{condition="Ready",status="True"}' in text
+    assert "specinfer_rollouts_started_total" in text
