@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup run test lint typecheck unit e2e crd bench clean
+.PHONY: setup run test lint typecheck unit e2e crd bench bench-operator clean
 
 setup: $(STAMP)
 
@@ -38,7 +38,7 @@ ifdef SPECINFER_E2E_KUBECONFIG
 	$(BIN)/pytest tests/e2e
 else
 	@was_up=0; hack/cluster status >/dev/null 2>&1 && was_up=1; \
-	hack/cluster up && $(BIN)/pytest tests/e2e; status=$$?; \
+	hack/cluster up --nodes 2 --npus 8 && $(BIN)/pytest tests/e2e; status=$$?; \
 	[ $$was_up = 1 ] || hack/cluster down; exit $$status
 endif
 
@@ -49,6 +49,10 @@ crd: setup
 ## bench: validation and rendering throughput
 bench: setup
 	$(BIN)/python bench/validate_render.py
+
+## bench-operator: the operator on the local control plane (latency, 500 resources, RSS, idle writes)
+bench-operator: setup
+	$(BIN)/python bench/operator.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -79,14 +79,14 @@ class Kube:
         items: list[dict[str, Any]] = (result or {}).get("items", [])
         return items
 
-    def create(self, api_version: str, plural: str, namespace: str, body: dict[str, Any]) -> None:
+    def create(self, api_version: str, plural: str, namespace: str | None, body: dict[str, Any]) -> None:
         self._call("POST", collection(api_version, plural, namespace), body)
 
     def replace(self, api_version: str, plural: str, namespace: str, name: str, body: dict[str, Any]) -> None:
         """PUT with the body's resourceVersion: Conflict if someone wrote in between."""
         self._call("PUT", f"{collection(api_version, plural, namespace)}/{name}", body)
 
-    def delete(self, api_version: str, plural: str, namespace: str, name: str) -> None:
+    def delete(self, api_version: str, plural: str, namespace: str | None, name: str) -> None:
         self._call("DELETE", f"{collection(api_version, plural, namespace)}/{name}")
 
     def resource(self, namespace: str, name: str) -> dict[str, Any] | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import threading
 from collections.abc import Sequence
@@ -46,12 +47,18 @@ def run(settings: Settings) -> None:
     kube = Kube(api_client())
     if settings.metrics_port:
         start_http_server(settings.metrics_port)
-    stop = threading.Event()
+    lost = threading.Event()
     if settings.leader_election:
         identity = f"{socket.gethostname()}_{os.getpid()}"
         elector = Elector(kube, settings.leader_election_namespace, settings.leader_election_id, identity)
         elector.acquire()
-        elector.keep(lost=stop.set)
+
+        def step_down() -> None:
+            # SIGTERM takes kopf's graceful path; a threading.Event stop_flag would hang its shutdown.
+            lost.set()
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        elector.keep(lost=step_down)
     ctx = Context(kube, RenderDefaults(settings.runtime_image, settings.npu_resource_name), post_event)
     kopf.run(
         standalone=True,
@@ -59,9 +66,8 @@ def run(settings: Settings) -> None:
         namespaces=settings.namespaces,
         liveness_endpoint=f"http://0.0.0.0:{settings.health_port}/healthz",
         memo=kopf.Memo(ctx=ctx),
-        stop_flag=stop,
     )
-    if settings.leader_election and stop.is_set():
+    if lost.is_set():
         raise SystemExit("lost leadership")
 
 

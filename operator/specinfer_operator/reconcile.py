@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -39,6 +40,11 @@ class Context:
     now: Callable[[], str] = lambda: datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     _locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
+    _refreshing: set[tuple[str, str]] = field(default_factory=set)
+    _dirty: set[tuple[str, str]] = field(default_factory=set)
+    # Children are applied concurrently: order is irrelevant (a pod retries mounting its ConfigMap,
+    # which exists long before any pod is scheduled) and each apply is a round trip.
+    appliers: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(8, "apply"))
 
     def lock(self, namespace: str, name: str) -> threading.Lock:
         """One resource at a time: kopf handles events of its pods concurrently, and each publishes status."""
@@ -106,7 +112,7 @@ def status_patch(previous: dict[str, Any], current: dict[str, Any]) -> dict[str,
 
 
 def verdict_of(
-    cr_body: dict[str, Any], kube: Kube, defaults: RenderDefaults
+    cr_body: dict[str, Any], nodes: list[dict[str, Any]], defaults: RenderDefaults
 ) -> tuple[Verdict, SpeculativeInference | None]:
     report = check(cr_body)
     if report.value is None:
@@ -114,9 +120,7 @@ def verdict_of(
         return Verdict(False, "InvalidSpec", message), None
     cr = report.value
     warnings = [str(p) for p in report.warnings]
-    problem = capacity_problem(
-        desired_of(cr, defaults), cr.spec.placement.node_selector or {}, kube.list("v1", "nodes", None)
-    )
+    problem = capacity_problem(desired_of(cr, defaults), cr.spec.placement.node_selector or {}, nodes)
     if problem:
         return Verdict(False, "InsufficientNPUCapacity", problem, warnings), cr
     return Verdict(True, "ValidWithWarnings" if warnings else "Valid", "", warnings), cr
@@ -157,29 +161,28 @@ def publish(body: dict[str, Any], ctx: Context, verdict: Verdict, desired: Desir
         ctx.events(body, _event_type(kind, status), reason, message or f"{kind} is {status}")
 
 
-def reconcile(body: dict[str, Any], ctx: Context) -> None:
-    """Bring the children in line with the spec (if it can run) and report."""
+def reconcile(body: dict[str, Any], ctx: Context, nodes: list[dict[str, Any]]) -> None:
+    """Bring the children in line with the spec (if it can run on these nodes) and report."""
     started = time.perf_counter()
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     result = "error"
     try:
         with ctx.lock(namespace, name):
-            result = _reconcile(body, ctx, namespace, name)
+            result = _reconcile(body, ctx, nodes, namespace, name)
     finally:
         metrics.RECONCILES.labels(result=result).inc()
         metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
 
 
-def _reconcile(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> str:
-    verdict, cr = verdict_of(body, ctx.kube, ctx.defaults)
+def _reconcile(body: dict[str, Any], ctx: Context, nodes: list[dict[str, Any]], namespace: str, name: str) -> str:
+    verdict, cr = verdict_of(body, nodes, ctx.defaults)
     desired = desired_of(cr, ctx.defaults) if cr is not None and verdict.valid else None
     if desired is not None and cr is not None:
-        for obj in render(cr, ctx.defaults):
-            ctx.kube.apply(obj)
+        list(ctx.appliers.map(ctx.kube.apply, render(cr, ctx.defaults)))
         if (body.get("status") or {}).get("configHash") != desired.config_hash:
             metrics.ROLLOUTS_STARTED.inc()
-        prune_config_maps(ctx.kube, namespace, name)
+            prune_config_maps(ctx.kube, namespace, name)
     publish(body, ctx, verdict, desired, observe(ctx.kube, namespace, name))
     return "applied" if verdict.valid else "refused"
 
@@ -204,11 +207,31 @@ def prune_config_maps(kube: Kube, namespace: str, name: str) -> None:
 
 
 def refresh(namespace: str, name: str, ctx: Context) -> None:
-    """After a Deployment or pod event: correct drift of an accepted spec, then refresh the status."""
-    with ctx.lock(namespace, name):
-        body = ctx.kube.resource(namespace, name)
-        if body is not None:
-            _refresh(body, ctx, namespace, name)
+    """After a Deployment or pod event: correct drift of an accepted spec, then refresh the status.
+
+    Events come in bursts (every pod transition, every Deployment status change). One refresh per
+    resource runs at a time; events arriving meanwhile make it run once more, so the last state is
+    always published without one refresh per event."""
+    key = (namespace, name)
+    with ctx._guard:
+        if key in ctx._refreshing:
+            ctx._dirty.add(key)
+            return
+        ctx._refreshing.add(key)
+    try:
+        while True:
+            with ctx._guard:
+                ctx._dirty.discard(key)
+            with ctx.lock(namespace, name):
+                body = ctx.kube.resource(namespace, name)
+                if body is not None:
+                    _refresh(body, ctx, namespace, name)
+            with ctx._guard:
+                if key not in ctx._dirty:
+                    return
+    finally:
+        with ctx._guard:
+            ctx._refreshing.discard(key)
 
 
 def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> None:
@@ -217,18 +240,19 @@ def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> N
     config = next((c for c in previous.get("conditions") or [] if c.get("type") == "ConfigValid"), None)
     if not accepted or config is None:
         return  # reconcile has not handled this generation yet; it will publish the status
+    observed = observe(ctx.kube, namespace, name)
     if config["status"] != "True":
         verdict = Verdict(False, config.get("reason", "InvalidSpec"), config.get("message", ""))
-        publish(body, ctx, verdict, None, observe(ctx.kube, namespace, name))
+        publish(body, ctx, verdict, None, observed)
         return
     report = check(body)
     if report.value is None:
         return
     cr = report.value
-    live = ctx.kube.get("apps/v1", "deployments", namespace, name)
     wanted = next(o for o in render(cr, ctx.defaults) if o["kind"] == "Deployment")
-    if live is None or drifted(wanted["spec"], live.get("spec")):
+    if observed.deployment is None or drifted(wanted["spec"], observed.deployment.get("spec")):
         log.info("correcting drift of Deployment %s/%s", namespace, name)
-        ctx.kube.apply(wanted)
+        ctx.kube.apply(wanted)  # its own event brings the next refresh
+        return
     verdict = Verdict(True, config.get("reason", "Valid"), "", [str(p) for p in report.warnings])
-    publish(body, ctx, verdict, desired_of(cr, ctx.defaults), observe(ctx.kube, namespace, name))
+    publish(body, ctx, verdict, desired_of(cr, ctx.defaults), observed)

@@ -27,6 +27,8 @@ from kubernetes import client, config
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "hack" / "cluster"
 CRD_NAME = "speculativeinferences.specinfer.io"
+# The simulated cluster the NPU tests are written for (their messages count these nodes).
+NODES, NPUS_PER_NODE = 2, 8
 
 
 @dataclass
@@ -105,7 +107,7 @@ def cluster() -> Iterator[Cluster]:
         kubeconfig, env = external, dict(os.environ)
     else:
         already_up = subprocess.run([str(CLUSTER), "status"], capture_output=True, check=False).returncode == 0
-        subprocess.run([str(CLUSTER), "up"], check=True)
+        subprocess.run([str(CLUSTER), "up", "--nodes", str(NODES), "--npus", str(NPUS_PER_NODE)], check=True)
         started = not already_up
         env = _cluster_env()
         kubeconfig = env["KUBECONFIG"]

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.conftest import CLUSTER, Cluster, Operator, wait_until
+from tests.e2e.conftest import CLUSTER, NODES, NPUS_PER_NODE, Cluster, Operator, wait_until
 
 NPU = "huawei.com/Ascend910"
 
@@ -236,7 +236,9 @@ def test_operator_recovers_when_the_api_server_comes_back(cluster: Cluster, name
     wait_ready(cluster, namespace, "outage")
     os.kill(pid, signal.SIGKILL)
     time.sleep(5)
-    subprocess.run([str(CLUSTER), "up"], check=True, capture_output=True)
+    subprocess.run(
+        [str(CLUSTER), "up", "--nodes", str(NODES), "--npus", str(NPUS_PER_NODE)], check=True, capture_output=True
+    )
     apply(cluster, namespace, "outage", spec(k=4))
     obj = wait_ready(cluster, namespace, "outage", timeout=120)
     assert obj["status"]["speculation"]["numSpeculativeTokens"] == 4

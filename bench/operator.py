@@ -1,0 +1,223 @@
+"""Operator benchmarks against the local control plane, each figure next to its floor.
+
+The floor is the same work without the operator: the rendered children applied directly, as
+`specinfer render | kubectl apply -f -` would. Targets (DESIGN section 9): apply -> Deployment p50 < 150 ms
+and p99 < 1 s; 500 resources Ready in < 120 s; operator RSS < 200 MB; 0 API writes per minute at steady
+state. Run with `make bench-operator` (starts the cluster with room for 500 pods and an operator).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config, watch
+from prometheus_client.parser import text_string_to_metric_families
+
+from specinfer_operator.children import render
+from specinfer_operator.kube import Kube
+from specinfer_operator.resource import GROUP, PLURAL, VERSION, SpeculativeInference
+
+ROOT = Path(__file__).resolve().parents[1]
+CLUSTER = ROOT / "hack" / "cluster"
+LATENCY_SAMPLES = 100
+SCALE = 500
+IDLE_SECONDS = 60
+WRITES = ("POST", "PUT", "PATCH", "DELETE", "APPLY")
+OURS = ("speculativeinferences", "deployments", "services", "configmaps")
+
+
+def body(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "SpeculativeInference",
+        "metadata": {"name": name},
+        "spec": {
+            "model": {"name": "Qwen/Qwen3-8B"},
+            "speculative": {"method": "ngram", "numSpeculativeTokens": 4},
+            "replicas": 1,
+        },
+    }
+
+
+PLURALS = {"ConfigMap": "configmaps", "Service": "services", "Deployment": "deployments"}
+
+
+class Bench:
+    def __init__(self, api: client.ApiClient) -> None:
+        self.api, self.kube = api, Kube(api)
+        self.apps = client.AppsV1Api(api)
+
+    def namespace(self, name: str) -> str:
+        self.kube.create(
+            "v1", "namespaces", None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        )
+        while not self.kube.list("v1", "serviceaccounts", name):
+            time.sleep(0.2)
+        return name
+
+    def drop(self, name: str) -> None:
+        self.kube.delete("v1", "namespaces", None, name)
+        while self.kube.get("v1", "namespaces", None, name) is not None:
+            time.sleep(1)
+
+    def create_children(self, namespace: str, name: str) -> None:
+        cr = SpeculativeInference.model_validate({**body(name), "metadata": {"name": name, "namespace": namespace}})
+        for obj in render(cr):
+            self.kube.create(obj["apiVersion"], PLURALS[obj["kind"]], namespace, obj)
+
+    def create_resource(self, namespace: str, name: str) -> None:
+        self.kube.create(f"{GROUP}/{VERSION}", PLURAL, namespace, body(name))
+
+    def deployment_latency(self, namespace: str, create: Callable[[str, str], None]) -> list[float]:
+        """Seconds from the create request to the Deployment's ADDED event, one resource at a time."""
+        seen: dict[str, float] = {}
+        ready = threading.Event()
+
+        def watcher() -> None:
+            stream = watch.Watch()  # type: ignore[no-untyped-call]
+            ready.set()
+            events = stream.stream(self.apps.list_namespaced_deployment, namespace, timeout_seconds=600)  # type: ignore[no-untyped-call]
+            for event in events:
+                if event["type"] == "ADDED":
+                    seen.setdefault(event["raw_object"]["metadata"]["name"], time.perf_counter())
+                if len(seen) >= LATENCY_SAMPLES:
+                    stream.stop()  # type: ignore[no-untyped-call]
+
+        thread = threading.Thread(target=watcher, daemon=True)
+        thread.start()
+        ready.wait()
+        time.sleep(0.5)
+        latencies = []
+        for i in range(LATENCY_SAMPLES):
+            name = f"lat-{i}"
+            start = time.perf_counter()
+            create(namespace, name)
+            while name not in seen:
+                time.sleep(0.001)
+            latencies.append(seen[name] - start)
+        thread.join(timeout=5)
+        return latencies
+
+    def to_ready(self, namespace: str, create: Callable[[str, str], None], ready: Callable[[str], int]) -> float:
+        """Seconds from the first create to SCALE resources ready."""
+        start = time.perf_counter()
+        for i in range(SCALE):
+            create(namespace, f"scale-{i}")
+        while ready(namespace) < SCALE:
+            time.sleep(1)
+        return time.perf_counter() - start
+
+    def resources_ready(self, namespace: str) -> int:
+        items = self.kube.list(f"{GROUP}/{VERSION}", PLURAL, namespace)
+        return sum(
+            any(c["type"] == "Ready" and c["status"] == "True" for c in (i.get("status") or {}).get("conditions", []))
+            for i in items
+        )
+
+    def deployments_available(self, namespace: str) -> int:
+        deployments = self.kube.list("apps/v1", "deployments", namespace)
+        return sum((d.get("status") or {}).get("availableReplicas", 0) >= 1 for d in deployments)
+
+    def writes(self) -> dict[str, float]:
+        """apiserver_request_total of write verbs on the resources the operator writes, by resource."""
+        method, url, headers, _, _ = self.api.param_serialize("GET", "/metrics", auth_settings=["BearerToken"])
+        response = self.api.call_api(method, url, header_params=headers)
+        text = response.read().decode()  # type: ignore[no-untyped-call]
+        totals: dict[str, float] = dict.fromkeys(OURS, 0.0)
+        for family in text_string_to_metric_families(text):
+            if family.name != "apiserver_request":
+                continue
+            for sample in family.samples:
+                labels = sample.labels
+                if sample.name.endswith("_total") and labels.get("verb") in WRITES and labels.get("resource") in OURS:
+                    totals[labels["resource"]] += sample.value
+        return totals
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
+def line(what: str, ours: str, floor: str, target: str) -> None:
+    print(f"{what:<38} {ours:>22} {floor:>22}   target {target}", flush=True)
+
+
+def start_operator() -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [str(ROOT / ".venv" / "bin" / "specinfer-operator"), "--metrics-port", "0", "--health-port", "18081",
+         "--log-level", "warning"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def main() -> None:
+    latency_only = "--latency-only" in sys.argv[1:]
+    subprocess.run([str(CLUSTER), "up", "--nodes", "32", "--npus", "16"], check=True, capture_output=True)
+    env = subprocess.run([str(CLUSTER), "env"], capture_output=True, text=True, check=True).stdout
+    kubeconfig = next(part.split("=", 1)[1] for part in env.split() if part.startswith("KUBECONFIG="))
+    os.environ["KUBECONFIG"] = kubeconfig
+    kubectl = str(Path(kubeconfig).parents[1] / "bin" / "kubectl")
+    subprocess.run([kubectl, "apply", "--server-side", "-f", str(ROOT / "crds")], check=True, capture_output=True)
+    subprocess.run(
+        [kubectl, "wait", "--for=condition=Established", f"crd/{PLURAL}.{GROUP}"], check=True, capture_output=True
+    )
+    bench = Bench(config.new_client_from_config(config_file=kubeconfig))  # type: ignore[no-untyped-call]
+
+    print(f"{'':<38} {'operator':>22} {'floor (children direct)':>22}")
+    floor_ns = bench.namespace("bench-floor-latency")
+    floor_latency = bench.deployment_latency(floor_ns, bench.create_children)
+    bench.drop(floor_ns)
+    process = start_operator()
+    time.sleep(3)
+    ns = bench.namespace("bench-latency")
+    latency = bench.deployment_latency(ns, bench.create_resource)
+    for label, q, target in (
+        ("apply -> Deployment p50", 0.5, "< 150 ms"),
+        ("apply -> Deployment p99", 0.99, "< 1000 ms"),
+    ):
+        line(label, f"{percentile(latency, q) * 1000:.0f} ms", f"{percentile(floor_latency, q) * 1000:.0f} ms", target)
+    print(f"{'  (mean over ' + str(LATENCY_SAMPLES) + ')':<38} {statistics.mean(latency) * 1000:>19.0f} ms "
+          f"{statistics.mean(floor_latency) * 1000:>19.0f} ms")  # fmt: skip
+    bench.drop(ns)
+    if latency_only:
+        process.terminate()
+        process.wait(timeout=60)
+        return
+
+    ns = bench.namespace("bench-scale")
+    seconds = bench.to_ready(ns, bench.create_resource, bench.resources_ready)
+    rss, peak = rss_mb(process.pid)
+    before = bench.writes()
+    time.sleep(IDLE_SECONDS)
+    after = bench.writes()
+    idle_writes = {k: after[k] - before[k] for k in OURS if after[k] != before[k]}
+    bench.drop(ns)
+    process.terminate()
+    process.wait(timeout=30)
+
+    floor_ns = bench.namespace("bench-floor-scale")
+    floor_seconds = bench.to_ready(floor_ns, bench.create_children, bench.deployments_available)
+    bench.drop(floor_ns)
+    line(f"{SCALE} resources to Ready", f"{seconds:.1f} s", f"{floor_seconds:.1f} s", "< 120 s")
+    line("operator RSS (now / peak)", f"{rss:.0f} / {peak:.0f} MB", "-", "< 200 MB")
+    per_minute = sum(idle_writes.values()) * 60 / IDLE_SECONDS
+    line(f"API writes/min at steady state ({SCALE})", f"{per_minute:.0f} {idle_writes or ''}", "0", "0")
+
+
+if __name__ == "__main__":
+    main()
