@@ -7,7 +7,9 @@ import os
 import signal
 import socket
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 
 import kopf
@@ -26,6 +28,28 @@ log = logging.getLogger("specinfer_operator")
 
 def post_event(body: dict[str, Any], type: str, reason: str, message: str) -> None:
     kopf.event(kopf.Body(cast(kopf.RawBody, body)), type=type, reason=reason, message=message[:1024])
+
+
+@contextmanager
+def standby_health(port: int) -> Iterator[None]:
+    """Answer liveness probes while waiting for the Lease; kopf's endpoint takes the port afterwards."""
+
+    class Standby(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"standby\n")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("0.0.0.0", port), Standby)
+    threading.Thread(target=server.serve_forever, name="standby-health", daemon=True).start()
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def api_client() -> client.ApiClient:
@@ -51,7 +75,8 @@ def run(settings: Settings) -> None:
     if settings.leader_election:
         identity = f"{socket.gethostname()}_{os.getpid()}"
         elector = Elector(kube, settings.leader_election_namespace, settings.leader_election_id, identity)
-        elector.acquire()
+        with standby_health(settings.health_port):
+            elector.acquire()
 
         def step_down() -> None:
             # SIGTERM takes kopf's graceful path; a threading.Event stop_flag would hang its shutdown.

@@ -153,34 +153,44 @@ def free_port() -> int:
 class Operator:
     """specinfer-operator as a process, the way a Deployment would run it."""
 
-    def __init__(self, kubeconfig: str, log_dir: Path) -> None:
-        self.kubeconfig, self.log_dir = kubeconfig, log_dir
+    def __init__(self, kubeconfig: str, log_dir: Path, *flags: str) -> None:
+        self.kubeconfig, self.log_dir, self.flags = kubeconfig, log_dir, flags
         self.process: subprocess.Popen[bytes] | None = None
-        self.metrics_port = free_port()
+        self.metrics_port, self.health_port = free_port(), free_port()
         self.starts = 0
 
-    def start(self) -> None:
+    def start(self, wait: bool = True) -> None:
         self.starts += 1
-        log = open(self.log_dir / f"operator-{self.starts}.log", "wb")  # noqa: SIM115 (lives with the process)
+        log = open(self.log_dir / f"operator-{self.metrics_port}-{self.starts}.log", "wb")  # noqa: SIM115
         self.process = subprocess.Popen(
             [
                 str(ROOT / ".venv" / "bin" / "specinfer-operator"),
                 "--metrics-port",
                 str(self.metrics_port),
                 "--health-port",
-                str(free_port()),
+                str(self.health_port),
                 "--runtime-image",
                 "registry.example.com/specinfer-runtime:test",
+                *self.flags,
             ],
             env={**os.environ, "KUBECONFIG": self.kubeconfig},
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        wait_until("the operator's metrics endpoint", self.metrics, timeout=30)
+        if wait:
+            wait_until("the operator's metrics endpoint", self.metrics, timeout=30)
 
     def metrics(self) -> str:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=2) as response:
+                text: str = response.read().decode()
+                return text
+        except OSError:
+            return ""
+
+    def health(self) -> str:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/healthz", timeout=2) as response:
                 text: str = response.read().decode()
                 return text
         except OSError:

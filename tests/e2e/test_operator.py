@@ -252,3 +252,32 @@ def test_operator_metrics(cluster: Cluster, namespace: str, operator: Operator) 
     assert "specinfer_reconcile_duration_seconds_bucket" in text
     assert 'specinfer_resources{condition="Ready",status="True"}' in text
     assert "specinfer_rollouts_started_total" in text
+
+
+def test_two_replicas_with_leader_election_take_turns(
+    cluster: Cluster, namespace: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Only the Lease holder reconciles; when it dies, the standby takes over."""
+    flags = ("--leader-election", "--leader-election-namespace", namespace, "--namespace", namespace)
+    logs = tmp_path_factory.mktemp("replicas")
+    first, second = Operator(cluster.kubeconfig, logs, *flags), Operator(cluster.kubeconfig, logs, *flags)
+    first.start()
+    second.start()
+    try:
+        lease = cluster.get("lease", "-n", namespace, "specinfer-operator")
+        assert lease["spec"]["holderIdentity"].endswith(f"_{first.process.pid if first.process else 0}")
+        assert wait_until("the standby to answer liveness probes", second.health) == "standby\n"
+        apply(cluster, namespace, "ha", spec(k=3))
+        wait_ready(cluster, namespace, "ha")
+        assert "specinfer_reconciles_total" in first.metrics()
+        assert "specinfer_reconciles_total{" not in second.metrics(), "the standby must not reconcile"
+        first.kill()
+        wait_until("the standby to lead", lambda: "standby" not in second.health() and second.health(), timeout=60)
+        apply(cluster, namespace, "ha", spec(k=4))
+        obj = wait_ready(cluster, namespace, "ha", timeout=90)
+        assert obj["status"]["speculation"]["numSpeculativeTokens"] == 4
+        holder = cluster.get("lease", "-n", namespace, "specinfer-operator")["spec"]["holderIdentity"]
+        assert holder.endswith(f"_{second.process.pid if second.process else 0}")
+    finally:
+        first.stop()
+        second.stop()
