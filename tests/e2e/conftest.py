@@ -180,21 +180,21 @@ class Operator:
         if wait:
             wait_until("the operator's metrics endpoint", self.metrics, timeout=30)
 
-    def metrics(self) -> str:
+    @staticmethod
+    def _get(port: int, path: str) -> str:
+        """The body of a local endpoint, or "" while nothing answers."""
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=2) as response:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as response:
                 text: str = response.read().decode()
                 return text
         except OSError:
             return ""
 
+    def metrics(self) -> str:
+        return self._get(self.metrics_port, "/metrics")
+
     def health(self) -> str:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/healthz", timeout=2) as response:
-                text: str = response.read().decode()
-                return text
-        except OSError:
-            return ""
+        return self._get(self.health_port, "/healthz")
 
     def kill(self) -> None:
         """SIGKILL: no graceful shutdown, as when a node dies."""
