@@ -70,10 +70,6 @@ CaptureSizes = Annotated[
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
 
-def _m(method: str) -> str:
-    return f"self.speculative.method == {method!r}"
-
-
 def _in(expr: str, values: tuple[str, ...]) -> str:
     return f"{expr} in {cel_list(values)}"
 
