@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup run test lint typecheck unit e2e crd bench bench-operator clean
+.PHONY: setup run test lint typecheck unit package e2e crd bench bench-operator clean
 
 setup: $(STAMP)
 
@@ -19,17 +19,22 @@ run: setup
 	hack/demo
 
 ## test: lint, type-check and run every test suite
-test: lint typecheck unit e2e
+test: lint typecheck unit package e2e
 
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/hadolint Dockerfile images/runtime/Dockerfile
 
 typecheck: setup
 	$(BIN)/mypy runtime/specinfer_runtime operator/specinfer_operator tests bench
 
 unit: setup
 	$(BIN)/pytest tests/unit
+
+## package: the wheel installed into a fresh venv; its entry points and the runtime's dry run per example
+package: setup
+	$(BIN)/pytest tests/package
 
 ## e2e: the e2e suite against a local control plane (built from Go modules on first use), stopped afterwards;
 ## SPECINFER_E2E_KUBECONFIG=FILE runs it against that cluster instead

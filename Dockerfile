@@ -1,0 +1,23 @@
+# The operator image: specinfer-operator on a slim, pinned Python, non-root, read-only root filesystem.
+#   docker build -t REGISTRY/specinfer-operator:0.1.0 .
+FROM python:3.11.14-slim-bookworm AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY runtime ./runtime
+COPY operator ./operator
+RUN python -m venv /opt/specinfer \
+ && /opt/specinfer/bin/pip install --no-cache-dir --upgrade pip==25.3 \
+ && /opt/specinfer/bin/pip install --no-cache-dir .
+
+FROM python:3.11.14-slim-bookworm
+LABEL org.opencontainers.image.title="specinfer-operator" \
+      org.opencontainers.image.description="Kubernetes operator for speculative-decoding inference with vLLM-Ascend" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="0.1.0"
+COPY --from=build /opt/specinfer /opt/specinfer
+ENV PATH="/opt/specinfer/bin:${PATH}" \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+USER 65532:65532
+EXPOSE 8080 8081
+ENTRYPOINT ["specinfer-operator"]
