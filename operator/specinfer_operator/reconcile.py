@@ -226,12 +226,14 @@ def refresh(namespace: str, name: str, ctx: Context) -> None:
                 body = ctx.kube.resource(namespace, name)
                 if body is not None:
                     _refresh(body, ctx, namespace, name)
-            with ctx._guard:
+            with ctx._guard:  # deciding to stop and leaving must be one step, or an event is lost
                 if key not in ctx._dirty:
+                    ctx._refreshing.discard(key)
                     return
-    finally:
+    except BaseException:
         with ctx._guard:
             ctx._refreshing.discard(key)
+        raise
 
 
 def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> None:
