@@ -88,7 +88,10 @@ def capacity_problem(desired: Desired, node_selector: dict[str, str], nodes: lis
 
 
 def drifted(desired: Any, live: Any) -> bool:
-    """Whether `live` lacks something `desired` sets (fields the API server defaults are ignored)."""
+    """Whether `live` lacks something `desired` sets. Fields the API server adds are ignored, and so are
+    zero values it leaves out when storing (`readOnly: false`, `0`, `""`, empty lists and maps)."""
+    if live is None and desired in (False, 0, "", [], {}):
+        return False
     if isinstance(desired, dict):
         return not isinstance(live, dict) or any(drifted(v, live.get(k)) for k, v in desired.items())
     if isinstance(desired, list):
@@ -254,7 +257,6 @@ def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> N
     wanted = next(o for o in render(cr, ctx.defaults) if o["kind"] == "Deployment")
     if observed.deployment is None or drifted(wanted["spec"], observed.deployment.get("spec")):
         log.info("correcting drift of Deployment %s/%s", namespace, name)
-        ctx.kube.apply(wanted)  # its own event brings the next refresh
-        return
+        ctx.kube.apply(wanted)
     verdict = Verdict(True, config.get("reason", "Valid"), "", [str(p) for p in report.warnings])
     publish(body, ctx, verdict, desired_of(cr, ctx.defaults), observed)

@@ -173,3 +173,12 @@ def test_drift_ignores_server_defaults_but_not_edits() -> None:
     assert drifted(wanted, {**live, "replicas": 5})
     engine["args"] = ["b"]
     assert drifted(wanted, live)
+
+
+def test_zero_values_the_api_server_omits_are_not_drift() -> None:
+    """A writable volume renders readOnly: false, which the API server does not store."""
+    wanted = {"volumes": [{"name": "out", "persistentVolumeClaim": {"claimName": "c", "readOnly": False}}]}
+    live = {"volumes": [{"name": "out", "persistentVolumeClaim": {"claimName": "c"}}]}
+    assert not drifted(wanted, live)
+    assert not drifted({"env": [], "replicas": 0, "name": ""}, {})
+    assert drifted({"readOnly": True}, {})
