@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.conftest import CLUSTER, NODES, NPUS_PER_NODE, Cluster, Operator, wait_until
+from tests.e2e.conftest import CLUSTER, NODES, NPUS_PER_NODE, ROOT, Cluster, Operator, wait_until
 
 NPU = "huawei.com/Ascend910"
 
@@ -281,3 +281,39 @@ def test_two_replicas_with_leader_election_take_turns(
     finally:
         first.stop()
         second.stop()
+
+
+@pytest.mark.usefixtures("operator")
+def test_writable_volume_example_reaches_ready(cluster: Cluster, namespace: str) -> None:
+    """extract_hidden_states mounts a writable PVC: its rendered readOnly: false is omitted by the API
+    server, which must not read as drift (the status once stayed at 0/1 forever)."""
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"{namespace}-hidden"},
+        "spec": {
+            "capacity": {"storage": "1Ti"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "e2e",
+            "hostPath": {"path": "/data/hidden"},
+            "claimRef": {"namespace": namespace, "name": "eagle-training-data"},
+        },
+    }
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "eagle-training-data", "namespace": namespace},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "e2e",
+            "resources": {"requests": {"storage": "1Ti"}},
+        },
+    }
+    cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all([volume, claim]))
+    try:
+        example = yaml.safe_load((ROOT / "examples" / "extract-hidden-states.yaml").read_text())
+        apply(cluster, namespace, "hidden", example["spec"])
+        obj = wait_ready(cluster, namespace, "hidden", timeout=60)
+        assert obj["status"]["speculation"] == {"method": "extract_hidden_states", "numSpeculativeTokens": 1}
+    finally:
+        cluster.kubectl("delete", "pv", f"{namespace}-hidden", "--wait=false", check=False)
