@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +48,11 @@ def engine_config_json(engine: EngineSpec) -> str:
 
 def config_hash(engine: EngineSpec) -> str:
     return hashlib.sha256(engine_config_json(engine).encode()).hexdigest()[:10]
+
+
+def label_selector(labels: Mapping[str, str]) -> str:
+    """Labels as a selector string, as list and watch requests take them."""
+    return ",".join(f"{k}={v}" for k, v in labels.items())
 
 
 def selector_labels(name: str) -> dict[str, str]:

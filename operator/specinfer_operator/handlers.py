@@ -8,7 +8,7 @@ from typing import Any
 import kopf
 
 from specinfer_operator import metrics
-from specinfer_operator.children import MANAGER
+from specinfer_operator.children import MANAGER, label_selector
 from specinfer_operator.reconcile import Context, reconcile, refresh
 from specinfer_operator.resource import GROUP, PLURAL, VERSION
 
@@ -28,7 +28,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.execution.max_workers = 32  # sync handlers block on API calls; 2 cores' default of 6 queues
     # Watch only our own children: the label filters below would otherwise apply to every pod in the cluster.
     for resource in ("deployments", "pods"):
-        settings.watching.label_selectors[resource] = ",".join(f"{k}={v}" for k, v in CHILD_LABELS.items())
+        settings.watching.label_selectors[resource] = label_selector(CHILD_LABELS)
 
 
 @kopf.index("v1", "nodes")

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from specinfer_operator import metrics
-from specinfer_operator.children import RenderDefaults, config_hash, render, selector_labels
+from specinfer_operator.children import RenderDefaults, config_hash, label_selector, render, selector_labels
 from specinfer_operator.kube import Kube
 from specinfer_operator.manifests import check
 from specinfer_operator.resource import SpeculativeInference
@@ -64,7 +64,7 @@ def desired_of(cr: SpeculativeInference, defaults: RenderDefaults) -> Desired:
         npus_per_pod=cr.spec.npus_per_pod(),
         npu_resource=cr.spec.resources.npu_resource_name or defaults.npu_resource_name,
         endpoint=f"http://{name}.{namespace}.svc:{cr.spec.service.port}",
-        selector=",".join(f"{k}={v}" for k, v in selector_labels(name).items()),
+        selector=label_selector(selector_labels(name)),
     )
 
 
@@ -116,24 +116,25 @@ def status_patch(previous: dict[str, Any], current: dict[str, Any]) -> dict[str,
 
 def verdict_of(
     cr_body: dict[str, Any], nodes: list[dict[str, Any]], defaults: RenderDefaults
-) -> tuple[Verdict, SpeculativeInference | None]:
+) -> tuple[Verdict, SpeculativeInference | None, Desired | None]:
+    """Whether the spec may roll out; the resource and its desired state when it may."""
     report = check(cr_body)
     if report.value is None:
         message = "; ".join(str(p) for p in report.errors)
-        return Verdict(False, "InvalidSpec", message), None
+        return Verdict(False, "InvalidSpec", message), None, None
     cr = report.value
     warnings = [str(p) for p in report.warnings]
-    problem = capacity_problem(desired_of(cr, defaults), cr.spec.placement.node_selector or {}, nodes)
+    desired = desired_of(cr, defaults)
+    problem = capacity_problem(desired, cr.spec.placement.node_selector or {}, nodes)
     if problem:
-        return Verdict(False, "InsufficientNPUCapacity", problem, warnings), cr
-    return Verdict(True, "ValidWithWarnings" if warnings else "Valid", "", warnings), cr
+        return Verdict(False, "InsufficientNPUCapacity", problem, warnings), cr, None
+    return Verdict(True, "ValidWithWarnings" if warnings else "Valid", "", warnings), cr, desired
 
 
 def observe(kube: Kube, namespace: str, name: str) -> Observed:
-    selector = ",".join(f"{k}={v}" for k, v in selector_labels(name).items())
     return Observed(
         deployment=kube.get("apps/v1", "deployments", namespace, name),
-        pods=kube.list("v1", "pods", namespace, selector),
+        pods=kube.list("v1", "pods", namespace, label_selector(selector_labels(name))),
     )
 
 
@@ -179,28 +180,28 @@ def reconcile(body: dict[str, Any], ctx: Context, nodes: list[dict[str, Any]]) -
 
 
 def _reconcile(body: dict[str, Any], ctx: Context, nodes: list[dict[str, Any]], namespace: str, name: str) -> str:
-    verdict, cr = verdict_of(body, nodes, ctx.defaults)
-    desired = desired_of(cr, ctx.defaults) if cr is not None and verdict.valid else None
+    verdict, cr, desired = verdict_of(body, nodes, ctx.defaults)
     if desired is not None and cr is not None:
-        list(ctx.appliers.map(ctx.kube.apply, render(cr, ctx.defaults)))
+        applied = list(ctx.appliers.map(ctx.kube.apply, render(cr, ctx.defaults)))
         if (body.get("status") or {}).get("configHash") != desired.config_hash:
             metrics.ROLLOUTS_STARTED.inc()
-            prune_config_maps(ctx.kube, namespace, name)
+            deployment = next(o for o in applied if o.get("kind") == "Deployment")
+            prune_config_maps(ctx.kube, namespace, name, deployment)
     publish(body, ctx, verdict, desired, observe(ctx.kube, namespace, name))
     return "applied" if verdict.valid else "refused"
 
 
-def prune_config_maps(kube: Kube, namespace: str, name: str) -> None:
-    """Delete engine ConfigMaps no ReplicaSet of the Deployment mounts any more (rollbacks keep theirs)."""
-    selector = ",".join(f"{k}={v}" for k, v in selector_labels(name).items())
+def prune_config_maps(kube: Kube, namespace: str, name: str, deployment: dict[str, Any]) -> None:
+    """Delete engine ConfigMaps that neither the Deployment nor any of its ReplicaSets mounts (rollbacks
+    keep theirs)."""
+    selector = label_selector(selector_labels(name))
     in_use = {
         volume["configMap"]["name"]
         for rs in kube.list("apps/v1", "replicasets", namespace, selector)
         for volume in rs.get("spec", {}).get("template", {}).get("spec", {}).get("volumes", [])
         if "configMap" in volume
     }
-    deployment = kube.get("apps/v1", "deployments", namespace, name)
-    for volume in (deployment or {}).get("spec", {}).get("template", {}).get("spec", {}).get("volumes", []):
+    for volume in deployment.get("spec", {}).get("template", {}).get("spec", {}).get("volumes", []):
         if "configMap" in volume:
             in_use.add(volume["configMap"]["name"])
     for config_map in kube.list("v1", "configmaps", namespace, selector):
