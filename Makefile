@@ -47,9 +47,10 @@ else
 	[ $$was_up = 1 ] || hack/cluster down; exit $$status
 endif
 
-## crd: regenerate crds/ from the API models
+## crd: regenerate the CRD from the API models, in crds/ and in the Helm chart
 crd: setup
 	$(BIN)/specinfer crd > crds/speculativeinference.yaml
+	cp crds/speculativeinference.yaml charts/specinfer-operator/crds/speculativeinference.yaml
 
 ## bench: validation and rendering throughput
 bench: setup

@@ -13,7 +13,8 @@
 # via the environment if wanted.
 #
 # Usage: hack/build-binaries.sh [--force] [name...]
-#   names: kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok helm
+#   names: kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok helm healthcheck
+#          servicemonitor-crd (prometheus-operator's ServiceMonitor CRD, for validating the chart)
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -221,6 +222,27 @@ if wanted helm && needs_build helm "${HELM_VERSION}"; then
   GOBIN="${tmpbin}" "${GO}" install -trimpath -ldflags "${ld}" "helm.sh/helm/v3/cmd/helm@${hv}"
   mv -f "${tmpbin}/helm" "${BIN}/.helm.tmp"; rmdir "${tmpbin}"
   finish helm "${hv}" "${BIN}/.helm.tmp" "${t}"
+fi
+
+# ---- healthcheck (hack/tools/healthcheck: Argo CD Lua and kstatus health, for the GitOps tests) ----
+hc_dir="${HACK_DIR}/tools/healthcheck"
+hc_ver="$(cat "${hc_dir}/go.mod" "${hc_dir}/go.sum" "${hc_dir}/main.go" | cksum | cut -d' ' -f1)"
+if wanted healthcheck && needs_build healthcheck "${hc_ver}"; then
+  t=$(date +%s.%N)
+  log "healthcheck ${hc_ver}: building..."
+  (cd "${hc_dir}" && "${GO}" build -trimpath -ldflags "-s -w" -o "${BIN}/.healthcheck.tmp" .)
+  finish healthcheck "${hc_ver}" "${BIN}/.healthcheck.tmp" "${t}"
+fi
+
+# ---- the ServiceMonitor CRD, from the prometheus-operator module (for server-side validation) ----
+sm="${CACHE}/crds/servicemonitors-${PROMETHEUS_OPERATOR_VERSION}.yaml"
+if wanted servicemonitor-crd && [[ ${FORCE} -eq 1 || ! -s "${sm}" ]]; then
+  json="$(modjson github.com/prometheus-operator/prometheus-operator "${PROMETHEUS_OPERATOR_VERSION}")"
+  pdir="$(jfield Dir <<<"${json}")"
+  mkdir -p "${CACHE}/crds"
+  cp "${pdir}/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml" "${sm}.tmp"
+  mv -f "${sm}.tmp" "${sm}"
+  log "servicemonitor-crd ${PROMETHEUS_OPERATOR_VERSION}: ${sm}"
 fi
 
 log "all done in $(elapsed "${T_ALL}")s; binaries in ${BIN}"

@@ -185,7 +185,10 @@ class ObjectMeta(BaseModel):
 class Condition(Section):
     """A kstatus-style condition."""
 
-    type: str = Field(max_length=64, description="Ready, Progressing, Degraded or ConfigValid.")
+    type: str = Field(
+        max_length=64,
+        description="Ready, Progressing, Degraded, ConfigValid, and their kstatus mirrors Reconciling and Stalled.",
+    )
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
     reason: str = Field(default="", max_length=128, description="CamelCase reason.")
     message: str = Field(default="", max_length=4096, description="Human-readable explanation.")
@@ -210,7 +213,8 @@ class SpeculativeInferenceStatus(Section):
     conditions: list[Condition] | None = Field(
         default=None,
         max_length=16,
-        description="Ready, Progressing, Degraded, ConfigValid.",
+        description="Ready, Progressing, Degraded, ConfigValid; Reconciling and Stalled mirror Progressing and "
+        "Degraded for kstatus (Flux).",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
     replicas: int | None = Field(default=None, description="Pods of the current Deployment.")

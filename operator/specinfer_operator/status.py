@@ -3,6 +3,9 @@
 Conditions follow kstatus conventions so `kubectl wait --for=condition=Ready`, Argo CD and Flux read
 them: Ready (serving the current spec), Progressing (a rollout is under way), Degraded (something needs
 a human), ConfigValid (the spec can be rolled out). The Ready reason doubles as the STATUS column.
+Reconciling and Stalled mirror Progressing and Degraded under the names kstatus (Flux, `kubectl` tooling
+built on cli-utils) looks for: without them kstatus calls a resource Current as soon as its generation
+is observed, before any pod serves.
 """
 
 from __future__ import annotations
@@ -12,6 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specinfer_operator.children import CONFIG_HASH_ANNOTATION
+
+# kstatus's abnormal-true conditions, each the mirror of one of ours; events report only the originals.
+KSTATUS_MIRRORS = {"Reconciling": "Progressing", "Stalled": "Degraded"}
 
 NOT_READY_WAITING = ("CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError")
 
@@ -178,12 +184,17 @@ def compute(
         status["ready"] = f"{status['readyReplicas']}/{want}"
         serving = "the last valid configuration keeps serving" if observed.deployment else "nothing was rolled out"
         message = f"{verdict.message}; {serving}"
-        status["conditions"] = [
-            condition("Ready", False, "InvalidConfig", message, generation, before, now),
-            condition("Progressing", False, "InvalidConfig", message, generation, before, now),
-            condition("Degraded", True, "InvalidConfig", message, generation, before, now),
-            config,
-        ]
+        status["conditions"] = with_mirrors(
+            [
+                condition("Ready", False, "InvalidConfig", message, generation, before, now),
+                condition("Progressing", False, "InvalidConfig", message, generation, before, now),
+                condition("Degraded", True, "InvalidConfig", message, generation, before, now),
+                config,
+            ],
+            generation,
+            before,
+            now,
+        )
         return status
 
     state = health(desired, observed)
@@ -212,21 +223,45 @@ def compute(
         )
     else:
         progress_reason, progress_message = state.reason, state.message
-    status["conditions"] = [
-        condition("Ready", state.ready, state.reason, state.message, generation, before, now),
-        condition("Progressing", progressing, progress_reason, progress_message, generation, before, now),
+    status["conditions"] = with_mirrors(
+        [
+            condition("Ready", state.ready, state.reason, state.message, generation, before, now),
+            condition("Progressing", progressing, progress_reason, progress_message, generation, before, now),
+            condition(
+                "Degraded",
+                state.degraded,
+                state.reason if state.degraded else "AsExpected",
+                state.message if state.degraded else "",
+                generation,
+                before,
+                now,
+            ),
+            config,
+        ],
+        generation,
+        before,
+        now,
+    )
+    return status
+
+
+def with_mirrors(
+    conditions: list[dict[str, Any]], generation: int, before: list[dict[str, Any]], now: str
+) -> list[dict[str, Any]]:
+    """Append the kstatus mirrors of Progressing and Degraded."""
+    by_type = {c["type"]: c for c in conditions}
+    return conditions + [
         condition(
-            "Degraded",
-            state.degraded,
-            state.reason if state.degraded else "AsExpected",
-            state.message if state.degraded else "",
+            kind,
+            by_type[source]["status"] == "True",
+            by_type[source]["reason"],
+            by_type[source]["message"],
             generation,
             before,
             now,
-        ),
-        config,
+        )
+        for kind, source in KSTATUS_MIRRORS.items()
     ]
-    return status
 
 
 def transitions(previous: dict[str, Any], current: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -234,6 +269,8 @@ def transitions(previous: dict[str, Any], current: dict[str, Any]) -> list[tuple
     before = {c["type"]: c for c in previous.get("conditions") or []}
     changed = []
     for cond in current.get("conditions") or []:
+        if cond["type"] in KSTATUS_MIRRORS:
+            continue
         old = before.get(cond["type"], {})
         if (old.get("status"), old.get("reason")) != (cond["status"], cond["reason"]):
             changed.append((cond["type"], cond["reason"], cond["message"]))

@@ -123,6 +123,18 @@ def cluster() -> Iterator[Cluster]:
             subprocess.run([str(CLUSTER), "down"], check=False)
 
 
+@pytest.fixture(scope="session")
+def gitops_tools() -> dict[str, Path]:
+    """The healthcheck tool (Argo CD Lua, kstatus) and the ServiceMonitor CRD, built or fetched once into the cache."""
+    subprocess.run([str(ROOT / "hack" / "build-binaries.sh"), "healthcheck", "servicemonitor-crd"], check=True)
+    cache = Path(os.environ.get("SPECINFER_CACHE", Path.home() / ".cache" / "specinfer"))
+    versions = dict(
+        line.split("=", 1) for line in (ROOT / "hack" / "versions.env").read_text().splitlines() if "=" in line
+    )
+    crd = cache / "crds" / f"servicemonitors-{versions['PROMETHEUS_OPERATOR_VERSION'].strip()}.yaml"
+    return {"healthcheck": cache / "bin" / "healthcheck", "servicemonitor-crd": crd}
+
+
 @pytest.fixture
 def namespace(cluster: Cluster) -> Iterator[str]:
     """A namespace of its own for each test, deleted afterwards (and waited for: its pods hold NPUs)."""

@@ -58,6 +58,8 @@ def test_ready_when_every_pod_runs_the_current_config() -> None:
         "Progressing": ("False", "RolloutComplete"),
         "Degraded": ("False", "AsExpected"),
         "ConfigValid": ("True", "Valid"),
+        "Reconciling": ("False", "RolloutComplete"),
+        "Stalled": ("False", "AsExpected"),
     }
     assert status["ready"] == "2/2"
     assert status["speculation"] == {"method": "eagle3", "numSpeculativeTokens": 3, "captureSizes": [4, 8, 12, 16]}
@@ -69,6 +71,7 @@ def test_rollout_in_progress_while_old_pods_remain() -> None:
     status = compute(3, Verdict(True), DESIRED, observed, {}, NOW)
     assert conditions(status)["Progressing"] == ("True", "RolloutInProgress")
     assert conditions(status)["Ready"] == ("False", "RolloutInProgress")
+    assert conditions(status)["Reconciling"] == ("True", "RolloutInProgress")
     progressing = next(c for c in status["conditions"] if c["type"] == "Progressing")
     assert "1/2 pods updated" in progressing["message"]
 
@@ -85,6 +88,7 @@ def test_unschedulable_names_the_free_npus() -> None:
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert (ready["reason"], ready["message"]) == ("Unschedulable", "0/2 nodes have 4 free huawei.com/Ascend910")
     assert conditions(status)["Degraded"] == ("True", "Unschedulable")
+    assert conditions(status)["Stalled"] == ("True", "Unschedulable")
 
 
 def test_other_scheduling_reasons_are_passed_on() -> None:
@@ -135,6 +139,8 @@ def test_invalid_spec_keeps_describing_what_serves() -> None:
         "Progressing": ("False", "InvalidConfig"),
         "Degraded": ("True", "InvalidConfig"),
         "ConfigValid": ("False", "InsufficientNPUCapacity"),
+        "Reconciling": ("False", "InvalidConfig"),
+        "Stalled": ("True", "InvalidConfig"),
     }
     assert bad["speculation"] == good["speculation"]
     assert bad["configHash"] == good["configHash"]
@@ -148,6 +154,16 @@ def test_transition_times_move_only_with_the_status() -> None:
     assert again == first
     assert status_patch(first, again) is None
     assert transitions(first, again) == []
+
+
+def test_events_report_the_originals_not_the_kstatus_mirrors() -> None:
+    rolling = compute(
+        3, Verdict(True), DESIRED, Observed(deployment(DESIRED.config_hash, ready=1, updated=1), []), {}, NOW
+    )
+    done = compute(3, Verdict(True), DESIRED, Observed(deployment(DESIRED.config_hash), []), rolling, LATER)
+    assert [kind for kind, _, _ in transitions(rolling, done)] == ["Ready", "Progressing"]
+    reconciling = next(c for c in done["conditions"] if c["type"] == "Reconciling")
+    assert (reconciling["status"], reconciling["lastTransitionTime"]) == ("False", LATER)
 
 
 def test_status_patch_removes_keys_that_went_away() -> None:

@@ -1,0 +1,65 @@
+{{- define "specinfer.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "specinfer.fullname" -}}
+{{- if contains .Chart.Name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+
+{{- define "specinfer.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "specinfer.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "specinfer.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "specinfer.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: operator
+app.kubernetes.io/part-of: specinfer
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "specinfer.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "specinfer.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* What the operator does to the SpeculativeInferences and their children, in each namespace it watches. */}}
+{{- define "specinfer.namespacedRules" -}}
+- apiGroups: ["specinfer.io"]
+  resources: ["speculativeinferences"]
+  # patch: kopf keeps its progress in annotations.
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["specinfer.io"]
+  resources: ["speculativeinferences/status"]
+  verbs: ["get", "patch"]
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  # Children are written with server-side apply: patch, and create for the first apply. The garbage
+  # collector deletes them through their ownerReferences.
+  verbs: ["get", "list", "watch", "create", "patch"]
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["create", "patch"]
+- apiGroups: [""]
+  resources: ["configmaps"]
+  # delete: engine configs of configurations no ReplicaSet uses any more.
+  verbs: ["list", "create", "patch", "delete"]
+- apiGroups: ["apps"]
+  resources: ["replicasets"]
+  verbs: ["list"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list", "watch"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+{{- end }}

@@ -1,0 +1,252 @@
+"""The Helm chart on the real control plane: lint, render, server-side schema validation, install, and the
+operator running under the chart's ServiceAccount (a TokenRequest token) to prove the RBAC is enough and no more."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.e2e.conftest import ROOT, Cluster, Operator, wait_until
+from tests.e2e.test_operator import apply, condition, pods, resource, spec, wait_ready
+
+CHART = ROOT / "charts" / "specinfer-operator"
+RELEASE = "specinfer-operator"
+FULLNAME = RELEASE  # a release named like the chart keeps that name for its objects
+MANIFEST = {"apiVersion": "specinfer.io/v1alpha1", "kind": "SpeculativeInference"}
+
+# Values sets the chart is rendered with; each must lint and pass the API server's validation.
+VARIANTS: dict[str, list[str]] = {
+    "defaults": [],
+    "namespaced-with-servicemonitor": [
+        "--set",
+        "watchNamespaces={team-a,team-b}",
+        "--set",
+        "metrics.serviceMonitor.enabled=true",
+        "--set",
+        "metrics.serviceMonitor.labels.release=prometheus",
+    ],
+    "single-replica-minimal": [
+        "--set",
+        "replicaCount=1",
+        "--set",
+        "leaderElection.enabled=false",
+        "--set",
+        "metrics.enabled=false",
+        "--set",
+        "logFormat=text",
+    ],
+}
+
+
+def helm(cluster: Cluster, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    path = shutil.which("helm", path=str(Path(cluster.kubectl_path).parent)) or shutil.which("helm")
+    if path is None:
+        raise RuntimeError("helm not found next to kubectl or on PATH (hack/build-binaries.sh helm builds it)")
+    result = subprocess.run(
+        [path, "--kubeconfig", cluster.kubeconfig, *args], capture_output=True, text=True, timeout=300, check=False
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed: {result.stderr}")
+    return result
+
+
+def render(cluster: Cluster, namespace: str, values: list[str]) -> list[dict[str, Any]]:
+    out = helm(cluster, "template", RELEASE, str(CHART), "--namespace", namespace, *values).stdout
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_chart_lints(cluster: Cluster, variant: str) -> None:
+    result = helm(cluster, "lint", "--strict", str(CHART), *VARIANTS[variant])
+    assert "0 chart(s) failed" in result.stdout
+
+
+def test_values_are_checked_by_the_schema(cluster: Cluster) -> None:
+    typo = helm(cluster, "template", RELEASE, str(CHART), "--set", "metrics.prot=9090", check=False)
+    assert typo.returncode != 0
+    assert "additional properties 'prot' not allowed" in typo.stderr
+    bad_level = helm(cluster, "template", RELEASE, str(CHART), "--set", "logLevel=verbose", check=False)
+    assert bad_level.returncode != 0
+    assert "logLevel" in bad_level.stderr
+    unsafe = helm(
+        cluster, "template", RELEASE, str(CHART), "--set", "replicaCount=2,leaderElection.enabled=false", check=False
+    )
+    assert unsafe.returncode != 0
+    assert "replicaCount above 1 needs leaderElection.enabled=true" in unsafe.stderr
+
+
+def test_rendered_manifests_pass_the_api_servers_validation(
+    cluster: Cluster, namespace: str, gitops_tools: dict[str, Path]
+) -> None:
+    """`kubectl apply --dry-run=server --validate=strict`: the API server's own schemas, unknown fields refused."""
+    cluster.kubectl("apply", "--server-side", "-f", str(gitops_tools["servicemonitor-crd"]))
+    cluster.kubectl("wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com")
+    for other in ("team-a", "team-b"):
+        cluster.kubectl("create", "namespace", other, check=False)
+    for variant, values in VARIANTS.items():
+        objects = render(cluster, namespace, values)
+        kinds = sorted({o["kind"] for o in objects})
+        if variant == "namespaced-with-servicemonitor":
+            assert {"ServiceMonitor", "Role"} <= set(kinds)
+        result = cluster.kubectl(
+            "apply",
+            "--dry-run=server",
+            "--validate=strict",
+            "--server-side",
+            "-f",
+            "-",
+            stdin=yaml.safe_dump_all(objects),
+            check=False,
+        )
+        assert result.returncode == 0, f"{variant}: {result.stderr}"
+
+
+def test_the_operator_pod_is_locked_down(cluster: Cluster, namespace: str) -> None:
+    (deployment,) = [o for o in render(cluster, namespace, []) if o["kind"] == "Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert {"livenessProbe", "readinessProbe", "resources"} <= container.keys()
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert (env["SPECINFER_LEADER_ELECTION"], deployment["spec"]["replicas"]) == ("true", 2)
+
+
+def test_no_rule_grants_secrets_or_wildcards(cluster: Cluster, namespace: str) -> None:
+    for values in VARIANTS.values():
+        for obj in render(cluster, namespace, values):
+            for rule in obj.get("rules", []) if obj["kind"] in ("Role", "ClusterRole") else []:
+                assert "secrets" not in rule["resources"], obj["metadata"]["name"]
+                assert "*" not in rule["resources"] + rule["verbs"] + rule["apiGroups"], rule
+
+
+@pytest.fixture
+def no_shared_operator(operator: Operator) -> Iterator[None]:
+    """Stop the session's (cluster-admin) operator, so that whatever reconciles is the one under test."""
+    operator.stop()
+    try:
+        yield
+    finally:
+        operator.start()
+
+
+def token_kubeconfig(cluster: Cluster, namespace: str, service_account: str, path: Path) -> Path:
+    """A kubeconfig that authenticates as the ServiceAccount, with a token from the TokenRequest API."""
+    token = cluster.kubectl("create", "token", service_account, "-n", namespace, "--duration=1h").stdout.strip()
+    admin = yaml.safe_load(Path(cluster.kubeconfig).read_text())
+    current = next(c for c in admin["contexts"] if c["name"] == admin["current-context"])["context"]
+    server = next(c for c in admin["clusters"] if c["name"] == current["cluster"])
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "cluster", "cluster": server["cluster"]}],
+        "users": [{"name": service_account, "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "cluster", "user": service_account}}],
+        "current-context": "sa",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def as_operator(
+    cluster: Cluster, kubeconfig: Path, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """kubectl with the operator's identity."""
+    return subprocess.run(
+        [cluster.kubectl_path, "--kubeconfig", str(kubeconfig), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def forbidden(result: subprocess.CompletedProcess[str]) -> bool:
+    return result.returncode != 0 and "forbidden" in result.stderr.lower()
+
+
+@pytest.mark.usefixtures("no_shared_operator")
+def test_helm_install_and_the_operator_with_the_charts_identity(
+    cluster: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    system = f"specinfer-{uuid.uuid4().hex[:6]}"
+    helm(
+        cluster,
+        "install",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        system,
+        "--create-namespace",
+        "--set",
+        f"watchNamespaces={{{namespace}}}",
+        "--set",
+        "image.repository=registry.example.com/specinfer-operator",
+        "--wait",
+        "--timeout=2m",
+    )
+    try:
+        deployment = cluster.get("deployment", "-n", system, FULLNAME)
+        assert deployment["status"].get("readyReplicas") == 2  # kwok runs the pods on the simulated nodes
+        assert "helm upgrade" in helm(cluster, "status", RELEASE, "-n", system).stdout  # NOTES rendered
+
+        kubeconfig = token_kubeconfig(cluster, system, FULLNAME, tmp_path / "operator.kubeconfig")
+        assert as_operator(cluster, kubeconfig, "auth", "whoami", "-o", "json").returncode == 0
+        flags = ["--namespace", namespace, "--leader-election", "--leader-election-namespace", system]
+        process = Operator(str(kubeconfig), tmp_path, *flags, "--leader-election-id", FULLNAME)
+        process.start()
+        try:
+            # Everything the operator does for a resource, under the chart's RBAC: create, roll out, prune.
+            apply(cluster, namespace, "rbac", spec(k=3, replicas=1))
+            obj = wait_ready(cluster, namespace, "rbac")
+            assert obj["status"]["ready"] == "1/1"
+            first_config = f"rbac-engine-{obj['status']['configHash']}"
+            assert cluster.kubectl("get", "configmap", "-n", namespace, first_config).returncode == 0
+            for k in range(4, 9):  # past the Deployment's revisionHistoryLimit of 3
+                apply(cluster, namespace, "rbac", spec(k=k, replicas=1))
+                obj = wait_ready(cluster, namespace, "rbac")
+            assert obj["status"]["speculation"]["numSpeculativeTokens"] == 8
+            wait_until(
+                "the first engine ConfigMap to be pruned",
+                lambda: cluster.kubectl("get", "configmap", "-n", namespace, first_config, check=False).returncode,
+            )
+            events = cluster.kubectl("get", "events", "-n", namespace, "--field-selector", "involvedObject.name=rbac")
+            assert "RolloutComplete" in events.stdout
+            assert pods(cluster, namespace, "rbac")
+        finally:
+            process.stop()
+        log = "".join(p.read_text(errors="replace") for p in tmp_path.glob("operator-*.log"))
+        assert "forbidden" not in log.lower(), log[-4000:]
+
+        # What it must not do.
+        refused = {
+            "read Secrets in its namespace": ("get", "secrets", "-n", namespace),
+            "read Secrets anywhere": ("get", "secrets", "-A"),
+            "touch Deployments elsewhere": ("get", "deployments", "-n", "default"),
+            "touch SpeculativeInferences elsewhere": ("get", "specinference", "-n", "default"),
+            "read Pods elsewhere": ("get", "pods", "-n", "kube-system"),
+        }
+        for what, args in refused.items():
+            assert forbidden(as_operator(cluster, kubeconfig, *args)), f"could {what}"
+        for verb, target in (("delete", "pods"), ("create", "secrets"), ("delete", "deployments")):
+            answer = as_operator(cluster, kubeconfig, "auth", "can-i", verb, target, "-n", namespace)
+            assert answer.stdout.strip() == "no", f"may {verb} {target}"
+        elsewhere = {**MANIFEST, "metadata": {"name": "elsewhere"}, "spec": spec(replicas=1)}
+        assert forbidden(
+            as_operator(cluster, kubeconfig, "apply", "-n", "default", "-f", "-", stdin=yaml.safe_dump(elsewhere))
+        )
+    finally:
+        helm(cluster, "uninstall", RELEASE, "-n", system, "--wait", check=False)
+        cluster.kubectl("delete", "namespace", system, "--wait=false", check=False)
+    assert resource(cluster, namespace, "rbac")["metadata"]["name"] == "rbac", "uninstall must keep the resources"
+    assert condition(resource(cluster, namespace, "rbac"), "Ready")["status"] == "True"
