@@ -1,4 +1,4 @@
-"""The `specinfer` command: validate and render manifests, print the CRD."""
+"""The `specinfer` command: validate and render manifests, print the CRD or an editor schema."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import yaml
 
 from specinfer_operator import __version__
 from specinfer_operator.children import DEFAULT_NPU_RESOURCE, DEFAULT_RUNTIME_IMAGE, RenderDefaults, render
-from specinfer_operator.crd import crd_yaml
+from specinfer_operator.crd import crd_yaml, editor_schema
 from specinfer_operator.manifests import Document, LoadFailure, check, is_ours, load
 from specinfer_runtime.validation import Problem
 
@@ -96,6 +96,12 @@ def cmd_crd(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
+def cmd_schema(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    json.dump(editor_schema(), out, indent=2)
+    out.write("\n")
+    return EXIT_OK
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="specinfer",
@@ -127,6 +133,15 @@ def parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("crd", help="print the CustomResourceDefinition generated from the API models")
     c.set_defaults(func=cmd_crd)
+
+    s = sub.add_parser(
+        "schema",
+        help="print a JSON Schema of the manifest for editors (yaml-language-server)",
+        description="Save it next to your manifests and start them with "
+        "`# yaml-language-server: $schema=speculativeinference.schema.json`. Editors then check fields, types, "
+        "enums and ranges as you type; cross-field rules are checked by `specinfer validate`.",
+    )
+    s.set_defaults(func=cmd_schema)
     return top
 
 
