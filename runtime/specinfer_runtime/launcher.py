@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specinfer_runtime import preflight
+from specinfer_runtime import compat, preflight
 from specinfer_runtime.advisories import advise
 from specinfer_runtime.argv import vllm_argv
 from specinfer_runtime.engine import MODEL_ROOT, EngineSpec
@@ -43,6 +43,7 @@ class Environment:
     devices: list[str] = field(default_factory=list)
     shared_memory: int | None = None
     find_module: Callable[[str], object | None] = lambda name: None
+    versions: Mapping[str, str] = field(default_factory=dict)
 
 
 def visible_npus(environment: Environment) -> int | None:
@@ -64,6 +65,8 @@ def check(spec: EngineSpec, environment: Environment, read_config: Callable[[str
             f"{seen or 0} NPUs visible, tensor x pipeline x data needs {need}: check the pod's "
             "NPU resource request and the Ascend device plugin"
         )
+    if environment.env.get(compat.SKIP) != "1":
+        problems += compat.unsupported(spec, environment.versions)
     missing = preflight.arctic_inference(spec, environment.find_module)
     if missing:
         problems.append(missing)
@@ -111,6 +114,7 @@ def gather() -> Environment:
         devices=sorted(glob.glob("/dev/davinci[0-9]*")),
         shared_memory=shm,
         find_module=importlib.util.find_spec,
+        versions=compat.installed(),
     )
 
 

@@ -17,7 +17,8 @@ EAGLE = {
     "parallelism": {"tensor": 4},
     "speculative": {"method": "eagle3", "numSpeculativeTokens": 3, "draftModel": {"name": "d"}},
 }
-HEALTHY = Environment(env={"ASCEND_RT_VISIBLE_DEVICES": "0,1,2,3"}, shared_memory=16 << 30)
+IMAGE = {"vllm": "0.23.0", "vllm-ascend": "0.23.0"}  # what the runtime image's base carries
+HEALTHY = Environment(env={"ASCEND_RT_VISIBLE_DEVICES": "0,1,2,3"}, shared_memory=16 << 30, versions=IMAGE)
 
 
 def configs(by_path: dict[str, dict[str, object]] | None = None) -> Callable[[str], dict[str, object]]:
@@ -36,10 +37,10 @@ def test_a_healthy_pod_passes() -> None:
 
 
 def test_too_few_visible_npus() -> None:
-    env = Environment(env={"ASCEND_VISIBLE_DEVICES": "0,1"}, shared_memory=16 << 30)
+    env = Environment(env={"ASCEND_VISIBLE_DEVICES": "0,1"}, shared_memory=16 << 30, versions=IMAGE)
     (problem,) = check(engine(EAGLE), env, configs({"/models/target": {"a": 1}}))
     assert problem.startswith("2 NPUs visible, tensor x pipeline x data needs 4")
-    by_device = Environment(env={}, devices=["/dev/davinci0"] * 4, shared_memory=16 << 30)
+    by_device = Environment(env={}, devices=["/dev/davinci0"] * 4, shared_memory=16 << 30, versions=IMAGE)
     assert check(engine(EAGLE), by_device, configs({"/models/target": {"a": 1}})) == []
 
 
@@ -47,7 +48,7 @@ def test_missing_checkpoint_small_shm_and_missing_arctic() -> None:
     suffix = engine(
         {"model": {"name": "m", "source": {"hostPath": {"path": "/data"}}}, "speculative": {"method": "suffix"}}
     )
-    env = Environment(env={"ASCEND_RT_VISIBLE_DEVICES": "0"}, shared_memory=64 << 20)
+    env = Environment(env={"ASCEND_RT_VISIBLE_DEVICES": "0"}, shared_memory=64 << 20, versions=IMAGE)
     problems = check(suffix, env, configs())
     assert [p.split(":")[0] for p in problems] == [
         "method suffix needs arctic-inference, which this image lacks",
@@ -68,7 +69,7 @@ def test_draft_vocabulary_mismatch() -> None:
         }
     )
     volumes = configs({"/models/target": {"vocab_size": 151936}, "/models/draft": {"vocab_size": 32000}})
-    found = check(spec, Environment(env={"ASCEND_RT_VISIBLE_DEVICES": "0"}), volumes)
+    found = check(spec, Environment(env={"ASCEND_RT_VISIBLE_DEVICES": "0"}, versions=IMAGE), volumes)
     assert len(found) == 1
     assert "32000 tokens, the target's 151936" in found[0]
 

