@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes import client
 
 from tests.e2e.conftest import Cluster, wait_until
+from tests.e2e.test_operator import apply, condition, resource, spec, wait_ready
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NPU = "huawei.com/Ascend910"
@@ -98,3 +100,26 @@ def test_more_npus_than_any_node_stays_pending(cluster: Cluster, namespace: str)
     assert f"Insufficient {NPU}" in message
     (pod,) = _pods(cluster, namespace, "sixteen")
     assert pod["status"]["phase"] == "Pending"
+
+
+@pytest.mark.usefixtures("operator")
+def test_kubectl_describe_tells_the_story_in_events(cluster: Cluster, namespace: str) -> None:
+    """Each notable transition is an Event: accepted, rolling out, serving, a refused change."""
+    apply(cluster, namespace, "story", spec(k=3, replicas=1))
+    wait_ready(cluster, namespace, "story")
+    apply(cluster, namespace, "story", spec(k=3, tensor=16, replicas=1))
+    wait_until(
+        "the refusal",
+        lambda: condition(resource(cluster, namespace, "story"), "ConfigValid").get("status") == "False",
+    )
+    described = cluster.kubectl("describe", "specinference", "-n", namespace, "story").stdout
+    rows = [line.split(None, 4) for line in described.split("Events:", 1)[1].splitlines() if line.strip()]
+    kinds = {row[1]: row[0] for row in rows[2:] if len(row) == 5}  # reason -> Normal / Warning
+    expected = {
+        "Valid": "Normal",
+        "RolloutInProgress": "Normal",
+        "Ready": "Normal",
+        "RolloutComplete": "Normal",
+        "InsufficientNPUCapacity": "Warning",
+    }
+    assert {reason: kinds.get(reason) for reason in expected} == expected, described
