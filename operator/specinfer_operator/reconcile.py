@@ -155,8 +155,6 @@ def publish(body: dict[str, Any], ctx: Context, verdict: Verdict, desired: Desir
     metrics.observe_conditions(meta["namespace"], meta["name"], current["conditions"])
     for kind, reason, message in transitions(previous, current):
         status = next(c["status"] == "True" for c in current["conditions"] if c["type"] == kind)
-        if (kind == "Degraded" and not status) or (reason == "InvalidConfig" and kind != "ConfigValid"):
-            continue  # recovery shows as Ready; a refused spec as one ConfigValid warning, not four events
         if kind == "Progressing":
             if reason == "RolloutComplete":
                 metrics.ROLLOUTS_FINISHED.labels(result="complete").inc()

@@ -265,13 +265,19 @@ def with_mirrors(
 
 
 def transitions(previous: dict[str, Any], current: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(type, reason, message) of each condition whose status or reason changed: what events report."""
+    """(type, reason, message) of each change events report: a condition whose status or reason changed,
+    except the kstatus mirrors, Degraded clearing (Ready tells it) and the InvalidConfig echo of a refused
+    spec on Ready, Progressing and Degraded (ConfigValid tells it once, with the specific reason)."""
     before = {c["type"]: c for c in previous.get("conditions") or []}
     changed = []
     for cond in current.get("conditions") or []:
-        if cond["type"] in KSTATUS_MIRRORS:
+        kind, reason = cond["type"], cond["reason"]
+        echo = (kind == "Degraded" and cond["status"] == "False") or (
+            reason == "InvalidConfig" and kind != "ConfigValid"
+        )
+        if kind in KSTATUS_MIRRORS or echo:
             continue
-        old = before.get(cond["type"], {})
-        if (old.get("status"), old.get("reason")) != (cond["status"], cond["reason"]):
-            changed.append((cond["type"], cond["reason"], cond["message"]))
+        old = before.get(kind, {})
+        if (old.get("status"), old.get("reason")) != (cond["status"], reason):
+            changed.append((kind, reason, cond["message"]))
     return changed
