@@ -29,19 +29,26 @@ PRINTER_COLUMNS = [
 _DROP = {"title", "$defs"}
 
 
+def _without_null(node: dict[str, Any]) -> dict[str, Any] | None:
+    """An optional field's schema without pydantic's `anyOf: [X, {type: null}]` wrapper: X merged into
+    the node; None when the node is a union of several types."""
+    choices = [c for c in node.get("anyOf", []) if c != {"type": "null"}]
+    if len(choices) != 1:
+        return None
+    return {**choices[0], **{k: v for k, v in node.items() if k != "anyOf"}}
+
+
 def _structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     """Turn one pydantic JSON-schema node into a Kubernetes structural-schema node."""
     node = dict(node)
     ref = node.pop("$ref", None)
     if ref:
         node = {**defs[ref.rsplit("/", 1)[-1]], **node}
-    any_of = node.pop("anyOf", None)
-    if any_of:
-        choices = [c for c in any_of if c != {"type": "null"}]
-        if len(choices) != 1:
-            raise ValueError(f"cannot express a union in a structural schema: {any_of}")
-        node = {**choices[0], **node}
-        return _structural(node, defs)
+    if "anyOf" in node:
+        single = _without_null(node)
+        if single is None:
+            raise ValueError(f"cannot express a union in a structural schema: {node['anyOf']}")
+        return _structural(single, defs)
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key in _DROP or (key == "default" and value is None):
@@ -167,11 +174,7 @@ def _for_editors(node: Any) -> Any:
         return [_for_editors(v) for v in node]
     if not isinstance(node, dict):
         return node
-    node = dict(node)
-    choices = [c for c in node.get("anyOf", []) if c != {"type": "null"}]
-    if "anyOf" in node and len(choices) == 1:
-        del node["anyOf"]
-        node = {**choices[0], **node}
+    node = (_without_null(node) if "anyOf" in node else None) or dict(node)
     if node.get("default", 0) is None:
         del node["default"]
     return {k: _for_editors(v) for k, v in node.items() if not (k == "title" and isinstance(v, str))}
