@@ -15,9 +15,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	lua "github.com/yuin/gopher-lua"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 )
 
 type result struct {
@@ -34,6 +34,8 @@ var argoStatuses = map[string]bool{
 func decode(l *lua.LState, value any) lua.LValue {
 	switch v := value.(type) {
 	case float64:
+		return lua.LNumber(v)
+	case int64:
 		return lua.LNumber(v)
 	case string:
 		return lua.LString(v)
@@ -93,7 +95,8 @@ func kstatus(obj map[string]any) (result, error) {
 	return result{Status: res.Status.String(), Message: res.Message}, nil
 }
 
-func objects(input []byte, numbers bool) ([]map[string]any, error) {
+// objects decodes the input as client-go does (integers as int64): both tools read unstructured objects.
+func objects(input []byte) ([]map[string]any, error) {
 	var raw json.RawMessage
 	if err := json.Unmarshal(input, &raw); err != nil {
 		return nil, err
@@ -108,20 +111,11 @@ func objects(input []byte, numbers bool) ([]map[string]any, error) {
 	}
 	out := make([]map[string]any, 0, len(list))
 	for _, item := range list {
-		var obj map[string]any
-		var err error
-		if numbers {
-			// kstatus reads unstructured objects, whose integers are int64 as client-go decodes them.
-			u := &unstructured.Unstructured{}
-			err = u.UnmarshalJSON(item)
-			obj = u.Object
-		} else {
-			err = json.Unmarshal(item, &obj)
-		}
-		if err != nil {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(item); err != nil {
 			return nil, err
 		}
-		out = append(out, obj)
+		out = append(out, u.Object)
 	}
 	return out, nil
 }
@@ -134,7 +128,7 @@ func run(args []string, stdin io.Reader) ([]result, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs, err := objects(input, args[0] == "kstatus")
+	objs, err := objects(input)
 	if err != nil {
 		return nil, fmt.Errorf("reading objects: %w", err)
 	}
