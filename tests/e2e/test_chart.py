@@ -3,6 +3,7 @@ operator running under the chart's ServiceAccount (a TokenRequest token) to prov
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import uuid
@@ -157,20 +158,6 @@ def token_kubeconfig(cluster: Cluster, namespace: str, service_account: str, pat
     return path
 
 
-def as_operator(
-    cluster: Cluster, kubeconfig: Path, *args: str, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    """kubectl with the operator's identity."""
-    return subprocess.run(
-        [cluster.kubectl_path, "--kubeconfig", str(kubeconfig), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def forbidden(result: subprocess.CompletedProcess[str]) -> bool:
     return result.returncode != 0 and "forbidden" in result.stderr.lower()
 
@@ -201,7 +188,8 @@ def test_helm_install_and_the_operator_with_the_charts_identity(
         assert "helm upgrade" in helm(cluster, "status", RELEASE, "-n", system).stdout  # NOTES rendered
 
         kubeconfig = token_kubeconfig(cluster, system, FULLNAME, tmp_path / "operator.kubeconfig")
-        assert as_operator(cluster, kubeconfig, "auth", "whoami", "-o", "json").returncode == 0
+        identity = dataclasses.replace(cluster, kubeconfig=str(kubeconfig))  # kubectl as the chart's ServiceAccount
+        assert identity.kubectl("auth", "whoami", "-o", "json", check=False).returncode == 0
         flags = ["--namespace", namespace, "--leader-election", "--leader-election-namespace", system]
         process = Operator(str(kubeconfig), tmp_path, *flags, "--leader-election-id", FULLNAME)
         process.start()
@@ -237,13 +225,13 @@ def test_helm_install_and_the_operator_with_the_charts_identity(
             "read Pods elsewhere": ("get", "pods", "-n", "kube-system"),
         }
         for what, args in refused.items():
-            assert forbidden(as_operator(cluster, kubeconfig, *args)), f"could {what}"
+            assert forbidden(identity.kubectl(*args, check=False)), f"could {what}"
         for verb, target in (("delete", "pods"), ("create", "secrets"), ("delete", "deployments")):
-            answer = as_operator(cluster, kubeconfig, "auth", "can-i", verb, target, "-n", namespace)
+            answer = identity.kubectl("auth", "can-i", verb, target, "-n", namespace, check=False)
             assert answer.stdout.strip() == "no", f"may {verb} {target}"
         elsewhere = {**MANIFEST, "metadata": {"name": "elsewhere"}, "spec": spec(replicas=1)}
         assert forbidden(
-            as_operator(cluster, kubeconfig, "apply", "-n", "default", "-f", "-", stdin=yaml.safe_dump(elsewhere))
+            identity.kubectl("apply", "-n", "default", "-f", "-", stdin=yaml.safe_dump(elsewhere), check=False)
         )
     finally:
         helm(cluster, "uninstall", RELEASE, "-n", system, "--wait", check=False)

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import ROOT, Cluster, wait_until
-from tests.e2e.test_operator import apply, resource, spec, wait_ready
+from tests.e2e.conftest import ROOT, Cluster
+from tests.e2e.test_operator import apply, condition, spec, wait_ready, wait_resource
 
 ARGOCD_HEALTH = ROOT / "gitops" / "argocd" / "health.lua"
 
@@ -87,11 +87,10 @@ def test_a_spec_the_cluster_cannot_run_fails_health(
 ) -> None:
     apply(cluster, namespace, "toobig", spec(tensor=16, replicas=1))
 
-    def refused() -> dict[str, Any] | None:
-        obj = resource(cluster, namespace, "toobig")
-        return obj if obj.get("status", {}).get("observedGeneration") == 1 else None
-
-    ((argo, message, kstatus, kmessage),) = health(gitops_tools, [wait_until("the verdict", refused)])
+    refused = wait_resource(
+        cluster, namespace, "toobig", "the verdict", lambda o: o.get("status", {}).get("observedGeneration") == 1
+    )
+    ((argo, message, kstatus, kmessage),) = health(gitops_tools, [refused])
     assert (argo, kstatus) == ("Degraded", "Failed")
     assert message.startswith("InvalidConfig: ")
     assert "each pod needs 16 huawei.com/Ascend910" in message
@@ -105,11 +104,9 @@ def test_unschedulable_pods_degrade_health_but_keep_reconciling(
     """More 8-NPU pods than the two nodes hold: Argo CD shows Degraded, kstatus waits (it may free up)."""
     apply(cluster, namespace, "crowded", spec(tensor=8, replicas=3))
 
-    def stuck() -> dict[str, Any] | None:
-        obj = resource(cluster, namespace, "crowded")
-        conditions = {c["type"]: c for c in obj.get("status", {}).get("conditions", [])}
-        return obj if conditions.get("Ready", {}).get("reason") == "Unschedulable" else None
-
-    ((argo, message, kstatus, _),) = health(gitops_tools, [wait_until("Unschedulable", stuck, timeout=60)])
+    stuck = wait_resource(
+        cluster, namespace, "crowded", "Unschedulable", lambda o: condition(o, "Ready").get("reason") == "Unschedulable"
+    )
+    ((argo, message, kstatus, _),) = health(gitops_tools, [stuck])
     assert (argo, kstatus) == ("Degraded", "InProgress")
     assert message == "Unschedulable: 0/2 nodes have 8 free huawei.com/Ascend910"

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -49,16 +50,32 @@ def pods(cluster: Cluster, namespace: str, name: str) -> list[dict[str, Any]]:
     return [p for p in items if not p["metadata"].get("deletionTimestamp")]
 
 
+def wait_resource(
+    cluster: Cluster,
+    namespace: str,
+    name: str,
+    what: str,
+    accept: Callable[[dict[str, Any]], bool],
+    timeout: float = 60,
+) -> dict[str, Any]:
+    """The resource, once `accept` holds for it."""
+
+    def check() -> dict[str, Any] | None:
+        obj = resource(cluster, namespace, name)
+        return obj if accept(obj) else None
+
+    found: dict[str, Any] = wait_until(what, check, timeout=timeout)
+    return found
+
+
 def wait_ready(cluster: Cluster, namespace: str, name: str, timeout: float = 90) -> dict[str, Any]:
     """Ready=True for the current generation, with every pod on the current configuration."""
 
-    def ready() -> dict[str, Any] | None:
-        obj = resource(cluster, namespace, name)
+    def ready(obj: dict[str, Any]) -> bool:
         current = obj.get("status", {}).get("observedGeneration") == obj["metadata"]["generation"]
-        return obj if current and condition(obj, "Ready").get("status") == "True" else None
+        return current and condition(obj, "Ready").get("status") == "True"
 
-    found: dict[str, Any] = wait_until(f"{name} to be Ready", ready, timeout=timeout)
-    return found
+    return wait_resource(cluster, namespace, name, f"{name} to be Ready", ready, timeout)
 
 
 def engine_args(pod: dict[str, Any]) -> str:
@@ -128,11 +145,14 @@ def test_change_the_cluster_cannot_run_leaves_the_deployment_untouched(cluster: 
     serving = {p["metadata"]["uid"] for p in pods(cluster, namespace, "keep")}
     apply(cluster, namespace, "keep", spec(tensor=16))
 
-    def refused() -> dict[str, Any] | None:
-        obj = resource(cluster, namespace, "keep")
-        return obj if condition(obj, "ConfigValid").get("status") == "False" else None
-
-    obj = wait_until("ConfigValid=False", refused, timeout=30)
+    obj = wait_resource(
+        cluster,
+        namespace,
+        "keep",
+        "ConfigValid=False",
+        lambda o: condition(o, "ConfigValid").get("status") == "False",
+        30,
+    )
     assert condition(obj, "ConfigValid")["reason"] == "InsufficientNPUCapacity"
     assert (
         "each pod needs 16 huawei.com/Ascend910, but the largest node has 8" in condition(obj, "ConfigValid")["message"]
