@@ -30,6 +30,7 @@ import pytest
 from specinfer_operator.acceptance import acceptance
 from specinfer_runtime.engine import ENGINE_PORT, EngineSpec
 from specinfer_runtime.validation import validate
+from tests.engine.tinymodel import TinyModels
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_VARIABLE = "SPECINFER_ENGINE_VENV"
@@ -77,17 +78,6 @@ def venv_variable() -> str | None:
 
 
 @dataclass(frozen=True)
-class Models:
-    """The tiny target and draft: repository ids in an offline Hugging Face cache."""
-
-    hf_home: Path
-    target: str
-    draft: str
-    target_dir: Path
-    draft_dir: Path
-
-
-@dataclass(frozen=True)
 class Completion:
     prompt: str
     token_ids: tuple[int, ...]
@@ -125,7 +115,7 @@ def engine_venv() -> Path:
 
 
 @pytest.fixture(scope="session")
-def models(engine_venv: Path, tmp_path_factory: pytest.TempPathFactory) -> Models:
+def models(engine_venv: Path, tmp_path_factory: pytest.TempPathFactory) -> TinyModels:
     """Build the models with the engine venv's torch and transformers."""
     hf_home = tmp_path_factory.mktemp("hf-home")
     result = subprocess.run(
@@ -138,18 +128,11 @@ def models(engine_venv: Path, tmp_path_factory: pytest.TempPathFactory) -> Model
     )
     if result.returncode != 0:
         pytest.fail(f"building the tiny models failed:\n{result.stderr[-4000:]}")
-    built = json.loads(result.stdout)
-    return Models(
-        hf_home=Path(built["hf_home"]),
-        target=built["target"],
-        draft=built["draft"],
-        target_dir=Path(built["target_dir"]),
-        draft_dir=Path(built["draft_dir"]),
-    )
+    return TinyModels.from_json(result.stdout)
 
 
 @pytest.fixture(scope="session")
-def engine_env(engine_venv: Path, models: Models, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def engine_env(engine_venv: Path, models: TinyModels, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """The server's environment: the `vllm` shim first on PATH, the offline model cache, loopback only."""
     shim_dir = tmp_path_factory.mktemp("shim-bin")
     shim = shim_dir / "vllm"
@@ -174,7 +157,7 @@ def engine_env(engine_venv: Path, models: Models, tmp_path_factory: pytest.TempP
     return env
 
 
-def engine_config(models: Models, speculative: dict[str, Any]) -> dict[str, Any]:
+def engine_config(models: TinyModels, speculative: dict[str, Any]) -> dict[str, Any]:
     """An engine config (the EngineSpec the operator renders into the pod) for the tiny target."""
     return {
         "model": {"name": models.target, "servedModelName": SERVED_NAME, "maxModelLen": MAX_MODEL_LEN},

@@ -21,13 +21,13 @@ from tests.engine.conftest import (
     SERVED_NAME,
     SKIP_REASON,
     EngineRun,
-    Models,
     checked,
     engine_config,
     run_engine,
     venv_variable,
     without_speculation,
 )
+from tests.engine.tinymodel import TinyModels
 
 pytestmark = pytest.mark.skipif(venv_variable() is None, reason=SKIP_REASON)
 
@@ -40,7 +40,7 @@ PROMPTS = [
 REPETITIVE = 2  # index in PROMPTS
 
 # Each method's `speculative` section: K 3, and 8 for suffix, whose trees propose longer runs.
-METHODS: dict[str, Callable[[Models], dict[str, Any]]] = {
+METHODS: dict[str, Callable[[TinyModels], dict[str, Any]]] = {
     "ngram": lambda m: {
         "method": "ngram",
         "numSpeculativeTokens": 3,
@@ -52,7 +52,7 @@ METHODS: dict[str, Callable[[Models], dict[str, Any]]] = {
 
 
 @pytest.fixture(scope="session")
-def baseline(models: Models, engine_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> EngineRun:
+def baseline(models: TinyModels, engine_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> EngineRun:
     """The same `vllm serve` command line as the ngram run, without --speculative-config."""
     spec = checked(engine_config(models, METHODS["ngram"](models)))
     log = tmp_path_factory.mktemp("baseline") / "engine.log"
@@ -63,7 +63,7 @@ def baseline(models: Models, engine_env: dict[str, str], tmp_path_factory: pytes
 def speculative(
     request: pytest.FixtureRequest,
     engine_venv: Path,
-    models: Models,
+    models: TinyModels,
     engine_env: dict[str, str],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> EngineRun:
@@ -88,13 +88,18 @@ def raw(metrics: str, name: str, **labels: str) -> float:
     return total
 
 
+def config_of(run: EngineRun) -> dict[str, Any]:
+    """The engine config file a launcher run was given."""
+    loaded: dict[str, Any] = json.loads(Path(run.argv[run.argv.index("--config") + 1]).read_text())
+    return loaded
+
+
 def speculative_k(run: EngineRun) -> int:
-    config = json.loads(Path(run.argv[run.argv.index("--config") + 1]).read_text())
-    return int(config["speculative"]["numSpeculativeTokens"])
+    return int(config_of(run)["speculative"]["numSpeculativeTokens"])
 
 
 def test_the_launcher_execs_the_rendered_command(speculative: EngineRun) -> None:
-    config = json.loads(Path(speculative.argv[speculative.argv.index("--config") + 1]).read_text())
+    config = config_of(speculative)
     execs = re.findall(r"specinfer-runtime INFO exec (\[.*\])$", speculative.log.read_text(), re.MULTILINE)
     assert [json.loads(line) for line in execs] == [vllm_argv(checked(config))]
     assert vllm_argv(checked(config))[:3] == ["vllm", "serve", "specinfer-tests/tiny-llama"]

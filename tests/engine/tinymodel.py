@@ -48,6 +48,21 @@ class TinyModels:
     target_dir: Path
     draft_dir: Path
 
+    def to_json(self) -> str:
+        return json.dumps({k: str(v) for k, v in self.__dict__.items()}, indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> TinyModels:
+        """What `python -m tests.engine.tinymodel` printed, in the process that runs the tests."""
+        data = json.loads(text)
+        return cls(
+            hf_home=Path(data["hf_home"]),
+            target=data["target"],
+            draft=data["draft"],
+            target_dir=Path(data["target_dir"]),
+            draft_dir=Path(data["draft_dir"]),
+        )
+
 
 def corpus() -> list[str]:
     """The tokenizer's training text."""
@@ -147,4 +162,4 @@ def build(hf_home: Path) -> TinyModels:
 
 if __name__ == "__main__":
     built = build(Path(sys.argv[1]).resolve())
-    print(json.dumps({k: str(v) for k, v in built.__dict__.items()}, indent=2))
+    print(built.to_json())
