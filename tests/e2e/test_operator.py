@@ -178,7 +178,11 @@ def test_not_enough_free_npus_is_reported_as_unschedulable(cluster: Cluster, nam
 
     ready = wait_until("Ready reason Unschedulable", unschedulable, timeout=60)
     assert ready["message"] == "0/2 nodes have 8 free huawei.com/Ascend910"
-    assert resource(cluster, namespace, "greedy")["status"]["ready"] == "2/3"
+    # The two pods that fit become ready on their own time, possibly after the third is reported.
+    counted = wait_resource(
+        cluster, namespace, "greedy", "2 pods ready", lambda o: o["status"].get("ready") == "2/3", timeout=60
+    )
+    assert counted["status"]["ready"] == "2/3"
     table = cluster.kubectl("get", "specinference", "-n", namespace).stdout
     assert "Unschedulable" in table
 
