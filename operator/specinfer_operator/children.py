@@ -15,14 +15,8 @@ from typing import Any
 
 from specinfer_operator.resource import API_VERSION, KIND, SpeculativeInference
 from specinfer_runtime.argv import vllm_argv
-from specinfer_runtime.engine import (
-    ENGINE_PORT,
-    HIDDEN_STATES_PATH,
-    MODEL_ROOT,
-    EngineSpec,
-    HostPathSource,
-    PersistentVolumeClaimSource,
-)
+from specinfer_runtime.engine import ENGINE_PORT, EngineSpec
+from specinfer_runtime.sources import HIDDEN_STATES_PATH, MODEL_ROOT, HostPathSource, PersistentVolumeClaimSource
 
 DEFAULT_RUNTIME_IMAGE = "ghcr.io/specinfer/specinfer-runtime:0.1.0"
 DEFAULT_NPU_RESOURCE = "huawei.com/Ascend910"

@@ -8,7 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from specinfer_runtime.base import Section, section_field
 from specinfer_runtime.celrules import Rule
-from specinfer_runtime.engine import DNS_SUBDOMAIN, EngineSpec
+from specinfer_runtime.engine import EngineSpec
+from specinfer_runtime.sources import DNS_SUBDOMAIN
 
 GROUP = "specinfer.io"
 VERSION = "v1alpha1"

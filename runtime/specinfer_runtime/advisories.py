@@ -6,7 +6,8 @@ Kubernetes Events and the ConfigValid condition message.
 
 from __future__ import annotations
 
-from specinfer_runtime.engine import MTP_ALIASES, PADDED_BATCH_METHODS, EngineSpec, RejectionSamplerConfig
+from specinfer_runtime.engine import EngineSpec
+from specinfer_runtime.speculative import MTP_ALIASES, PADDED_BATCH_METHODS, RejectionSamplerConfig
 from specinfer_runtime.validation import Problem
 
 BLOCK_VERIFY_MIN_K = 3

@@ -5,15 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from specinfer_runtime.engine import (
-    DRAFT_MODEL_METHODS,
-    EAGLE_HEAD_METHODS,
-    ENGINE_PORT,
-    HIDDEN_STATES_PATH,
-    EngineSpec,
-    SpeculativeConfig,
-    SuffixConfig,
-)
+from specinfer_runtime.engine import ENGINE_PORT, EngineSpec
+from specinfer_runtime.sources import HIDDEN_STATES_PATH
+from specinfer_runtime.speculative import DRAFT_MODEL_METHODS, EAGLE_HEAD_METHODS, SpeculativeConfig, SuffixConfig
 
 
 def _json(value: dict[str, Any]) -> str:

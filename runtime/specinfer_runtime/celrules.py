@@ -150,6 +150,11 @@ def cel_list(values: Iterable[str | int]) -> str:
     return "[" + ", ".join(repr(v) if isinstance(v, str) else str(v) for v in values) + "]"
 
 
+def cel_in(expr: str, values: Iterable[str]) -> str:
+    """`expr in [...]`: membership in a list of Python constants."""
+    return f"{expr} in {cel_list(values)}"
+
+
 def cel_map(mapping: Mapping[str, str]) -> str:
     """A CEL map literal of strings."""
     return "{" + ", ".join(f"{k!r}: {v!r}" for k, v in mapping.items()) + "}"

@@ -23,7 +23,8 @@ from pathlib import Path
 from specinfer_runtime import compat, preflight
 from specinfer_runtime.advisories import advise
 from specinfer_runtime.argv import vllm_argv
-from specinfer_runtime.engine import MODEL_ROOT, EngineSpec
+from specinfer_runtime.engine import EngineSpec
+from specinfer_runtime.sources import MODEL_ROOT
 from specinfer_runtime.validation import validate
 
 log = logging.getLogger("specinfer_runtime")
