@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup run test lint typecheck unit package e2e engine crd bench bench-operator clean
+.PHONY: setup run test lint typecheck unit package e2e engine crd vllm-flags bench bench-operator clean
 
 setup: $(STAMP)
 
@@ -57,6 +57,10 @@ engine: setup
 crd: setup
 	$(BIN)/specinfer crd > crds/speculativeinference.yaml
 	cp crds/speculativeinference.yaml charts/specinfer-operator/crds/speculativeinference.yaml
+
+## vllm-flags: regenerate the table of vllm serve's flags (and which the operator owns) from the engine venv's vLLM
+vllm-flags: setup
+	venv="$$(hack/engine-venv)" && "$$venv/bin/python" -m tests.engine.vllm_flags table runtime/specinfer_runtime/vllm_serve_flags.json
 
 ## bench: validation and rendering throughput
 bench: setup

@@ -6,6 +6,7 @@ Kubernetes Events and the ConfigValid condition message.
 
 from __future__ import annotations
 
+from specinfer_runtime import flags
 from specinfer_runtime.engine import EngineSpec
 from specinfer_runtime.speculative import MTP_ALIASES, PADDED_BATCH_METHODS, RejectionSamplerConfig
 from specinfer_runtime.validation import Problem
@@ -81,4 +82,22 @@ def advise(spec: EngineSpec, prefix: str = "spec") -> list[Problem]:
                 "R14",
             )
         )
+    found += unknown_flags(spec, prefix)
     return found
+
+
+def unknown_flags(spec: EngineSpec, prefix: str) -> list[Problem]:
+    """engineArgs that no option of the vLLM the table was made from matches: vLLM would stop at start."""
+    if not spec.engine_args:
+        return []
+    path = f"{prefix}.engineArgs" if prefix else "engineArgs"
+    return [
+        Problem(
+            f"{path}[{i}]",
+            f"'{arg}' is not an option of vllm serve in vLLM {flags.VLLM_VERSION}, nor a prefix of exactly one: "
+            "vLLM stops at start on it unless the runtime image's vLLM is newer and knows it",
+            "R15",
+        )
+        for i, arg in enumerate(spec.engine_args)
+        if flags.unknown(arg)
+    ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler
@@ -36,6 +37,21 @@ class Section(BaseModel):
     def dump(self) -> dict[str, Any]:
         """The object as the API server stores it: camelCase keys, unset optionals absent."""
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+@dataclass(frozen=True)
+class CelRules:
+    """CEL rules on a value that is not a Section, such as each string of a list, as `Annotated` metadata.
+
+    A rule there is checked once per item, which keeps each expression within the API server's cost
+    budget where one rule over the whole list would not be."""
+
+    rules: tuple[Rule, ...]
+
+    def __get_pydantic_json_schema__(self, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        handler.resolve_ref_schema(schema)["x-kubernetes-validations"] = [r.to_kubernetes() for r in self.rules]
+        return schema
 
 
 def section_field(model: type[Section], description: str) -> Any:

@@ -65,8 +65,8 @@ def cel_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-# The subset of the Kubernetes CEL string library that our rules use; cel (the Python binding) ships
-# only the CEL standard library. Semantics follow k8s.io/apiserver/pkg/cel/library.
+# The subset of the Kubernetes CEL string libraries (k8s and cel-go's strings extension) that our rules use;
+# cel (the Python binding) ships only the CEL standard library. Semantics follow k8s.io/apiserver/pkg/cel/library.
 #
 # Messages are built with `format`, never with `+` and `string(int)`: the API server's cost estimator
 # cannot bound the size of `string(int)` and refuses any concatenation with it (kubernetes#124234).
@@ -76,6 +76,10 @@ def _split(text: str, separator: str) -> list[str]:
 
 def _replace(text: str, old: str, new: str) -> str:
     return text.replace(old, new)
+
+
+def _join(values: list[str], separator: str) -> str:
+    return separator.join(values)
 
 
 def _show(value: Any, nested: bool = False) -> str:
@@ -105,6 +109,7 @@ KUBERNETES_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "format": _format,
     "split": _split,
     "replace": _replace,
+    "join": _join,
 }
 
 
@@ -113,11 +118,12 @@ def _compiled(expression: str) -> Any:
     return cel.compile(expression)
 
 
-def _context(self_value: Mapping[str, Any]) -> Any:
-    return cel.Context(variables={"self": dict(self_value)}, functions=KUBERNETES_FUNCTIONS)
+def _context(self_value: Any) -> Any:
+    value = dict(self_value) if isinstance(self_value, Mapping) else self_value
+    return cel.Context(variables={"self": value}, functions=KUBERNETES_FUNCTIONS)
 
 
-def evaluate(expression: str, self_value: Mapping[str, Any]) -> Any:
+def evaluate(expression: str, self_value: Any) -> Any:
     """Evaluate one CEL expression with `self` bound, as the API server does."""
     return _compiled(expression).execute(_context(self_value))
 
@@ -129,7 +135,7 @@ class Violation:
     message: str
 
 
-def check(rules: Iterable[Rule], self_value: Mapping[str, Any], path: str) -> list[Violation]:
+def check(rules: Iterable[Rule], self_value: Any, path: str) -> list[Violation]:
     """Every rule that `self_value` breaks, with its message and the path it points at."""
     found: list[Violation] = []
     if not rules:

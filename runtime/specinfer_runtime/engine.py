@@ -10,8 +10,9 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, Field
 
-from specinfer_runtime.base import Section, section_field, unique
-from specinfer_runtime.celrules import Rule, cel_in, cel_map, evaluate
+from specinfer_runtime import flags
+from specinfer_runtime.base import CelRules, Section, section_field, unique
+from specinfer_runtime.celrules import Rule, cel_in, evaluate
 from specinfer_runtime.sources import TargetModel
 from specinfer_runtime.speculative import (
     ASCEND_MAX_SPECULATIVE_TOKENS,
@@ -121,44 +122,6 @@ class SchedulingConfig(Section):
     )
 
 
-# Flags the operator renders itself, and the spec field to use instead; `engineArgs` may not set them.
-OWNED_FLAGS: dict[str, str] = {
-    "--model": "spec.model.name",
-    "--served-model-name": "spec.model.servedModelName",
-    "--port": "spec.service.port",
-    "--host": "spec.service",
-    "--max-model-len": "spec.model.maxModelLen",
-    "--quantization": "spec.model.quantization",
-    "-q": "spec.model.quantization",
-    "--trust-remote-code": "spec.model.trustRemoteCode",
-    "--revision": "spec.model.source.huggingFace.revision",
-    "--tensor-parallel-size": "spec.parallelism.tensor",
-    "-tp": "spec.parallelism.tensor",
-    "--pipeline-parallel-size": "spec.parallelism.pipeline",
-    "-pp": "spec.parallelism.pipeline",
-    "--data-parallel-size": "spec.parallelism.data",
-    "-dp": "spec.parallelism.data",
-    "--enable-expert-parallel": "spec.parallelism.expert",
-    "-ep": "spec.parallelism.expert",
-    "--speculative-config": "spec.speculative",
-    "-sc": "spec.speculative",
-    "--compilation-config": "spec.graph",
-    "-cc": "spec.graph",
-    "-O": "spec.graph",
-    "--enforce-eager": "spec.graph.mode NONE",
-    "--additional-config": "spec.speculative.rejectionSampler",
-    "--kv-transfer-config": "spec.speculative.hiddenStates",
-    "--async-scheduling": "spec.scheduling.asyncScheduling",
-    "--no-async-scheduling": "spec.scheduling.asyncScheduling",
-    "--max-num-seqs": "spec.scheduling.maxNumSeqs",
-    "--max-num-batched-tokens": "spec.scheduling.maxNumBatchedTokens",
-}
-# The flag name of an argument: `--a_b.c=v` and `--a-b` both name `--a-b` (vLLM accepts underscores
-# and dotted sub-keys); `-O3` names `-O`.
-_FLAG = "(a.startsWith('-O') ? '-O' : a.split('=')[0].split('.')[0].replace('_', '-'))"
-_OWNED = cel_map(OWNED_FLAGS)
-
-
 _DEPTH = f"(has(self.speculative.suffix) ? self.speculative.suffix.maxTreeDepth : {SUFFIX_DEFAULT_TREE_DEPTH})"
 _CAP = ASCEND_MAX_SPECULATIVE_TOKENS
 # K as rendered (R3): given, else min(suffix depth, 14) for suffix, else 1. The CRD rules inline this
@@ -170,6 +133,24 @@ K = (
 FULL_MODE = f"has(self.graph.mode) && {cel_in('self.graph.mode', FULL_GRAPH_MODES)}"
 
 
+EngineArg = Annotated[
+    str,
+    Field(min_length=1, max_length=256),
+    CelRules(
+        (
+            Rule(
+                id="R15",
+                rule=f"!{flags.SHADOWS_OWNED}",
+                message="%s: remove it from engineArgs (vLLM reads --a_b as --a-b, --flag=value and --flag.key as "
+                "--flag, and a prefix of a flag as the flag)",
+                args=(flags.DESCRIBE,),
+                reason="FieldValueForbidden",
+            ),
+        )
+    ),
+]
+
+
 class EngineSpec(Section):
     """Everything the vLLM engine in each pod is started with."""
 
@@ -178,7 +159,7 @@ class EngineSpec(Section):
     speculative: SpeculativeConfig = Field(description="Speculative decoding (vLLM: `--speculative-config`).")
     graph: GraphConfig = section_field(GraphConfig, "Graph capture (vLLM: `--compilation-config`).")
     scheduling: SchedulingConfig = section_field(SchedulingConfig, "Scheduler settings.")
-    engine_args: list[Annotated[str, Field(min_length=1, max_length=256)]] | None = Field(
+    engine_args: list[EngineArg] | None = Field(
         default=None,
         max_length=64,
         description=(
@@ -256,16 +237,6 @@ class EngineSpec(Section):
             "set 1 and use tensor or data parallelism",
             args=("self.parallelism.pipeline",),
             field_path=".parallelism.pipeline",
-        ),
-        Rule(
-            id="R15",
-            rule=f"!has(self.engineArgs) || self.engineArgs.all(a, !({_FLAG} in {_OWNED}))",
-            message="flags rendered from the spec cannot be set here: %s",
-            args=(
-                f"self.engineArgs.filter(a, {_FLAG} in {_OWNED}).map(a, {_FLAG} + ' (set ' + {_OWNED}[{_FLAG}] + ')')",
-            ),
-            field_path=".engineArgs",
-            reason="FieldValueForbidden",
         ),
     )
 

@@ -17,8 +17,8 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
-from specinfer_runtime.base import Section
-from specinfer_runtime.celrules import check
+from specinfer_runtime.base import CelRules, Section
+from specinfer_runtime.celrules import Rule, check
 
 
 @dataclass(frozen=True)
@@ -228,18 +228,38 @@ def schema_problems(error: ValidationError, root: type[BaseModel], prefix: str, 
 # CEL rules
 
 
+def _problems(rules: tuple[Rule, ...], data: Any, path: str) -> list[Problem]:
+    return [Problem(v.path.lstrip("."), v.message, v.rule.id) for v in check(rules, data, path)]
+
+
+def _item_rules(annotation: Any) -> tuple[Rule, ...]:
+    """The CelRules on the items of a list field (`list[Annotated[str, ..., CelRules(...)]] | None`)."""
+    for arg in get_args(annotation):
+        if get_origin(arg) is list:
+            item = get_args(arg)[0]
+            return tuple(r for m in getattr(item, "__metadata__", ()) if isinstance(m, CelRules) for r in m.rules)
+        found = _item_rules(arg)
+        if found:
+            return found
+    return ()
+
+
 def rule_problems(value: Section, data: dict[str, Any], path: str) -> list[Problem]:
-    """Evaluate the CEL rules of `value` and of every section inside it."""
-    found = [Problem(v.path.lstrip("."), v.message, v.rule.id) for v in check(type(value).cel_rules, data, path)]
+    """Evaluate the CEL rules of `value` and of every section and rule-bearing list inside it."""
+    found = _problems(type(value).cel_rules, data, path)
     for name, info in type(value).model_fields.items():
         key = info.alias or name
         child, sub = getattr(value, name), data.get(key)
         if isinstance(child, Section) and isinstance(sub, dict):
             found += rule_problems(child, sub, join_path(path, key))
         elif isinstance(child, list) and isinstance(sub, list):
+            rules = _item_rules(info.annotation)
             for i, (item, item_data) in enumerate(zip(child, sub, strict=True)):
+                item_path = join_path(join_path(path, key), i)
                 if isinstance(item, Section):
-                    found += rule_problems(item, item_data, join_path(join_path(path, key), i))
+                    found += rule_problems(item, item_data, item_path)
+                elif rules:
+                    found += _problems(rules, item_data, item_path)
     return found
 
 
