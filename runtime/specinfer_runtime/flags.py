@@ -84,7 +84,7 @@ def _describe(options: list[str]) -> str:
 
 # CEL, on one engineArgs item: `'--speculative-confi' could be read as --speculative-config, which is rendered
 # from spec.speculative`
-DESCRIBE = f"\"'\" + self + \"' \" + {_describe(sorted(OWNED))}"
+DESCRIBE = f'"\'" + self + "\' " + {_describe(sorted(OWNED))}'
 
 
 def lookalikes(owned: list[str], others: list[str]) -> list[str]:
