@@ -16,7 +16,16 @@ from typing import Any
 from specinfer_operator.resource import API_VERSION, KIND, SpeculativeInference
 from specinfer_runtime.argv import vllm_argv
 from specinfer_runtime.engine import ENGINE_PORT, EngineSpec
-from specinfer_runtime.sources import HIDDEN_STATES_PATH, MODEL_ROOT, HostPathSource, PersistentVolumeClaimSource
+from specinfer_runtime.sources import (
+    DRAFT_TOKEN_ENV,
+    HF_HOME_ENV,
+    HF_TOKEN_ENV,
+    HIDDEN_STATES_PATH,
+    MODEL_ROOT,
+    HostPathSource,
+    PersistentVolumeClaimSource,
+    SecretKeyReference,
+)
 
 DEFAULT_RUNTIME_IMAGE = "ghcr.io/specinfer/specinfer-runtime:0.1.0"
 DEFAULT_NPU_RESOURCE = "huawei.com/Ascend910"
@@ -113,26 +122,35 @@ class Storage:
         self.mounts.append(_mount(name, path, source, read_only))
 
 
+def _secret_env(name: str, secret: SecretKeyReference) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret.name, "key": secret.key}}}
+
+
 def storage(spec: EngineSpec) -> Storage:
-    """Volume models are mounted under /models/<role>; Hub models share a cache and one HF_TOKEN."""
+    """Volume models are mounted under /models/<role>. Hub models share a cache; vLLM downloads them with
+    the target's token (HF_TOKEN), and a draft with a token of its own is downloaded into /models/draft
+    by specinfer-runtime with that token (SPECINFER_DRAFT_HF_TOKEN)."""
     out = Storage()
     from_hub = False
     for role, ref in (("target", spec.model), ("draft", spec.speculative.draft_model)):
         if ref is None:
             continue
         volume = ref.source.volume() if ref.source else None
+        token = ref.hub_token()
         if volume is not None:
             out.add(f"model-{role}", f"{MODEL_ROOT}/{role}", volume, read_only=True)
-            continue
-        from_hub = True
-        hub = ref.source.hugging_face if ref.source else None
-        token = hub.token_secret_ref if hub else None
-        if token and not out.env:
-            out.env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": token.name, "key": token.key}}})
+        elif role == "draft" and token is not None:
+            out.volumes.append({"name": "model-draft", "emptyDir": {}})
+            out.mounts.append({"name": "model-draft", "mountPath": f"{MODEL_ROOT}/draft"})
+            out.env.append(_secret_env(DRAFT_TOKEN_ENV, token))
+        else:
+            from_hub = True
+            if token is not None:
+                out.env.append(_secret_env(HF_TOKEN_ENV, token))
     if from_hub:
         out.volumes.append({"name": "hf-cache", "emptyDir": {}})
         out.mounts.append({"name": "hf-cache", "mountPath": HF_HOME})
-        out.env.append({"name": "HF_HOME", "value": HF_HOME})
+        out.env.append({"name": HF_HOME_ENV, "value": HF_HOME})
     hidden = spec.speculative.hidden_states
     if hidden is not None:
         target = hidden.storage.pvc or hidden.storage.host_path
@@ -182,7 +200,7 @@ def deployment(cr: SpeculativeInference, defaults: RenderDefaults) -> dict[str, 
         {"name": "shm", "mountPath": "/dev/shm"},
         *models.mounts,
     ]
-    env = models.env + [{"name": k, "value": v} for k, v in sorted((spec.runtime.env or {}).items())]
+    env = models.env + [var.dump() for var in spec.runtime.env or []]
     container: dict[str, Any] = {
         "name": "engine",
         "image": spec.runtime.image or defaults.runtime_image,
@@ -212,7 +230,7 @@ def deployment(cr: SpeculativeInference, defaults: RenderDefaults) -> dict[str, 
     optional = {
         "nodeSelector": placement.node_selector,
         "tolerations": [t.dump() for t in placement.tolerations] if placement.tolerations else None,
-        "affinity": placement.affinity,
+        "affinity": placement.affinity.dump() if placement.affinity else None,
         "schedulerName": placement.scheduler_name,
         "priorityClassName": placement.priority_class_name,
         "imagePullSecrets": [{"name": s} for s in spec.runtime.image_pull_secrets or []] or None,

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, Field
 
+from specinfer_operator.metadata import ObjectMeta
+from specinfer_operator.scheduling import AFFINITY_LABEL_MAPS, Affinity, LabelMap, Toleration
 from specinfer_runtime.base import Section, section_field
-from specinfer_runtime.celrules import Rule
+from specinfer_runtime.celrules import Rule, along, cel_list
 from specinfer_runtime.engine import EngineSpec
-from specinfer_runtime.sources import DNS_SUBDOMAIN
+from specinfer_runtime.names import DNS_SUBDOMAIN, ENV_NAME, QUALIFIED_NAME_FORMAT, qualified_name
+from specinfer_runtime.sources import DRAFT_TOKEN_ENV, HF_HOME_ENV, HF_TOKEN_ENV
 
 GROUP = "specinfer.io"
 VERSION = "v1alpha1"
@@ -21,7 +24,36 @@ SHORT_NAMES = ("specinference", "specinf")
 
 QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
 # Extended resource names are qualified names with a domain prefix, like huawei.com/Ascend910.
-RESOURCE_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+RESOURCE_NAME = DNS_SUBDOMAIN.removesuffix("$") + "/" + "[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+# Environment variables the operator sets itself, and where their values come from.
+RESERVED_ENV = {
+    HF_TOKEN_ENV: "from model.source.huggingFace.tokenSecretRef",
+    DRAFT_TOKEN_ENV: "from speculative.draftModel.source.huggingFace.tokenSecretRef",
+    HF_HOME_ENV: "its model cache",
+}
+
+
+class EnvVar(Section):
+    """An environment variable of the engine container (core/v1 EnvVar)."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=256,
+        pattern=ENV_NAME,
+        description="Name: printable ASCII characters other than '='.",
+    )
+    value: str = Field(default="", max_length=4096, description="Value.")
+
+
+def _distinct_names(env: list[EnvVar]) -> list[EnvVar]:
+    """Refuse a repeated name, as the API server does for a list keyed by name."""
+    seen: set[str] = set()
+    for var in env:
+        if var.name in seen:
+            raise ValueError(f'Duplicate value: {{"name":"{var.name}"}}')
+        seen.add(var.name)
+    return env
+
 
 Quantity = Annotated[str, Field(max_length=64, pattern=QUANTITY)]
 
@@ -41,10 +73,32 @@ class RuntimeSettings(Section):
     image_pull_secrets: list[Annotated[str, Field(max_length=253, pattern=DNS_SUBDOMAIN)]] | None = Field(
         default=None, max_length=16, description="Names of Secrets used to pull the image."
     )
-    env: dict[Annotated[str, Field(max_length=256)], Annotated[str, Field(max_length=4096)]] | None = Field(
+    env: Annotated[list[EnvVar], AfterValidator(_distinct_names)] | None = Field(
         default=None,
         max_length=64,
-        description="Extra environment variables of the engine, e.g. VLLM_* or ASCEND_* tuning knobs.",
+        description="Extra environment variables of the engine, e.g. VLLM_* or ASCEND_* tuning knobs, as "
+        f"[{{name, value}}]; {', '.join(RESERVED_ENV)} are set by the operator.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+
+    cel_rules: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            id="R18",
+            rule=f"!has(self.env) || !self.env.exists(e, e.name in {cel_list(RESERVED_ENV)})",
+            message="%s: the operator sets "
+            + ", ".join(f"{name} ({source})" for name, source in RESERVED_ENV.items())
+            + ": remove them from env",
+            args=(f"self.env.filter(e, e.name in {cel_list(RESERVED_ENV)}).map(e, e.name)",),
+            field_path=".env",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            id="kubernetes",
+            rule="!has(self.image) || self.image == self.image.trim()",
+            message="image %s has leading or trailing whitespace, which Kubernetes refuses: remove it",
+            args=("self.image",),
+            field_path=".image",
+        ),
     )
 
 
@@ -71,39 +125,37 @@ class ResourceSettings(Section):
         description="Size of the in-memory /dev/shm volume (used by the engine's worker processes).",
     )
 
-
-class Toleration(Section):
-    """A Kubernetes toleration (core/v1 Toleration)."""
-
-    key: str | None = Field(default=None, max_length=317, description="Taint key; empty matches all keys.")
-    operator: Literal["Exists", "Equal"] | None = Field(default=None, description="Exists or Equal (default).")
-    value: str | None = Field(default=None, max_length=63, description="Taint value for operator Equal.")
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
-        default=None, description="Taint effect to tolerate; empty matches all effects."
-    )
-    toleration_seconds: int | None = Field(
-        default=None, description="How long a NoExecute taint is tolerated; forever when unset."
+    cel_rules: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            id="kubernetes",
+            rule="!has(self.npuResourceName) || (!self.npuResourceName.startsWith('requests.') "
+            "&& size(self.npuResourceName.split('/')[0]) <= 244)",
+            message="npuResourceName %s is not an extended resource name Kubernetes accepts (a domain of at most "
+            "244 characters not starting with requests., '/', a name): use the device plugin's name, e.g. "
+            "huawei.com/Ascend910",
+            args=("self.npuResourceName",),
+            field_path=".npuResourceName",
+        ),
     )
 
 
 class PlacementSettings(Section):
     """Where the pods may run."""
 
-    node_selector: dict[Annotated[str, Field(max_length=317)], Annotated[str, Field(max_length=63)]] | None = Field(
-        default=None, max_length=32, description="Node labels the pods require."
-    )
+    node_selector: LabelMap | None = Field(default=None, max_length=32, description="Node labels the pods require.")
     tolerations: list[Toleration] | None = Field(
         default=None, max_length=32, description="Taints the pods tolerate (NPU nodes are often tainted)."
     )
-    affinity: dict[str, Any] | None = Field(
-        default=None,
-        description="A core/v1 Affinity, passed to the pod template as is.",
-        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
-    )
+    affinity: Affinity | None = Field(default=None, description="Node and pod affinity of the pods (core/v1 Affinity).")
     scheduler_name: str | None = Field(
-        default=None, max_length=253, description="Scheduler for the pods, e.g. volcano for gang scheduling."
+        default=None,
+        max_length=253,
+        pattern=DNS_SUBDOMAIN,
+        description="Scheduler for the pods, e.g. volcano for gang scheduling.",
     )
-    priority_class_name: str | None = Field(default=None, max_length=253, description="PriorityClass of the pods.")
+    priority_class_name: str | None = Field(
+        default=None, max_length=253, pattern=DNS_SUBDOMAIN, description="PriorityClass of the pods."
+    )
 
 
 class RolloutSettings(Section):
@@ -170,19 +222,6 @@ class SpeculativeInferenceSpec(EngineSpec):
         return self.resources.npus_per_pod or self.parallelism.npus()
 
 
-class ObjectMeta(BaseModel):
-    """The part of metadata the operator reads; the API server owns the rest."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-
-    name: str
-    namespace: str | None = Field(default=None, max_length=63)
-    uid: str | None = None
-    generation: int | None = None
-    labels: dict[str, str] | None = None
-    annotations: dict[str, str] | None = None
-
-
 class Condition(Section):
     """A kstatus-style condition."""
 
@@ -230,6 +269,26 @@ class SpeculativeInferenceStatus(Section):
     )
 
 
+def label_map_keys(path: str) -> Rule:
+    """Keys of the label map at `path` are qualified names. A CRD schema cannot bound the size of map keys,
+    so CEL in the CRD could not afford this check: the admission policy makes it (see crd.py)."""
+    listed = "[]" in path
+    target = f"object.{path}"
+    return Rule(
+        id="kubernetes",
+        rule=along(target, lambda m: f"{m}.all(k, {qualified_name('k')})"),
+        message=("" if listed else "Invalid value: %s: ") + f"keys must be qualified names: {QUALIFIED_NAME_FORMAT}",
+        args=() if listed else (f"{target}.filter(k, !{qualified_name('k')})",),
+        field_path=path.replace("[]", "[*]"),
+    )
+
+
+ADMISSION_RULES = (
+    label_map_keys("spec.placement.nodeSelector"),
+    *(label_map_keys(f"spec.placement.affinity.{p}") for p in AFFINITY_LABEL_MAPS),
+)
+
+
 class SpeculativeInference(Section):
     """Serve an LLM on Ascend NPUs with vLLM-Ascend and speculative decoding."""
 
@@ -239,6 +298,7 @@ class SpeculativeInference(Section):
     spec: SpeculativeInferenceSpec = Field(description="Desired state.")
     status: SpeculativeInferenceStatus | None = Field(default=None, description="Observed state.")
 
+    admission_rules: ClassVar[tuple[Rule, ...]] = ADMISSION_RULES
     cel_rules: ClassVar[tuple[Rule, ...]] = (
         Rule(
             id="name",

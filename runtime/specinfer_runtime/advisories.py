@@ -67,8 +67,7 @@ def advise(spec: EngineSpec, prefix: str = "spec") -> list[Problem]:
         found.append(
             Problem(
                 f"{path}.disablePaddedDrafterBatch",
-                f"has no effect with method {sc.method}; it applies to eagle, eagle3, mtp, dflash, draft_model "
-                "and extract_hidden_states",
+                f"has no effect with method {sc.method}; it applies to eagle, eagle3 and mtp",
                 "R12",
             )
         )

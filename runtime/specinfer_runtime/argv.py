@@ -22,7 +22,8 @@ def speculative_config(spec: EngineSpec) -> dict[str, Any]:
     if sc.draft_model is not None and method in DRAFT_MODEL_METHODS:
         out["model"] = sc.draft_model.load_path("draft")
         source = sc.draft_model.source
-        if source and source.hugging_face and source.hugging_face.revision:
+        # A draft vLLM downloads itself takes the revision; one already in its directory was fetched at it.
+        if out["model"] == sc.draft_model.name and source and source.hugging_face and source.hugging_face.revision:
             out["revision"] = source.hugging_face.revision
     draft_tp = sc.draft_tensor_parallel_size
     if draft_tp is None and method in EAGLE_HEAD_METHODS:

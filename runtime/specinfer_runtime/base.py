@@ -25,6 +25,8 @@ class Section(BaseModel):
     )
 
     cel_rules: ClassVar[tuple[Rule, ...]] = ()
+    # Rules on the whole object (`object`), for a ValidatingAdmissionPolicy: those CEL in the CRD cannot afford.
+    admission_rules: ClassVar[tuple[Rule, ...]] = ()
 
     @classmethod
     def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:

@@ -47,6 +47,16 @@ class Rule:
             return ""
         return f"{cel_string(self.message)}.format([{', '.join(self.args)}])"
 
+    def to_policy(self) -> dict[str, str]:
+        """The ValidatingAdmissionPolicy validation: the message starts with the field path."""
+        prefix = cel_string(f"{self.field_path}: ")
+        out = {"expression": self.rule, "reason": "Invalid"}
+        if self.args:
+            out["messageExpression"] = f"{prefix} + {self.message_expression}"
+        else:
+            out["message"] = f"{self.field_path}: {self.message}"
+        return out
+
     def to_kubernetes(self) -> dict[str, str]:
         """The `x-kubernetes-validations` entry for the CRD."""
         out = {"rule": self.rule}
@@ -78,8 +88,16 @@ def _replace(text: str, old: str, new: str) -> str:
     return text.replace(old, new)
 
 
-def _join(values: list[str], separator: str) -> str:
-    return separator.join(values)
+def _lower_ascii(text: str) -> str:
+    return "".join(chr(ord(c) + 32) if "A" <= c <= "Z" else c for c in text)
+
+
+# Go's unicode.IsSpace, which strings.TrimSpace uses: Python also counts the separators \x1c-\x1f.
+_GO_SPACE = "".join(c for c in map(chr, range(0x3001)) if c.isspace() and not "\x1c" <= c <= "\x1f")
+
+
+def _trim(text: str) -> str:
+    return text.strip(_GO_SPACE)
 
 
 def _show(value: Any, nested: bool = False) -> str:
@@ -109,7 +127,8 @@ KUBERNETES_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "format": _format,
     "split": _split,
     "replace": _replace,
-    "join": _join,
+    "trim": _trim,
+    "lowerAscii": _lower_ascii,
 }
 
 
@@ -118,9 +137,9 @@ def _compiled(expression: str) -> Any:
     return cel.compile(expression)
 
 
-def _context(self_value: Any) -> Any:
+def _context(self_value: Any, variable: str = "self") -> Any:
     value = dict(self_value) if isinstance(self_value, Mapping) else self_value
-    return cel.Context(variables={"self": value}, functions=KUBERNETES_FUNCTIONS)
+    return cel.Context(variables={variable: value}, functions=KUBERNETES_FUNCTIONS)
 
 
 def evaluate(expression: str, self_value: Any) -> Any:
@@ -135,12 +154,13 @@ class Violation:
     message: str
 
 
-def check(rules: Iterable[Rule], self_value: Any, path: str) -> list[Violation]:
-    """Every rule that `self_value` breaks, with its message and the path it points at."""
+def check(rules: Iterable[Rule], self_value: Any, path: str, variable: str = "self") -> list[Violation]:
+    """Every rule that `self_value` breaks, with its message and the path it points at. Admission policy
+    rules see the whole resource as `object`."""
     found: list[Violation] = []
     if not rules:
         return found
-    context = _context(self_value)  # converting `self` once costs more than evaluating every rule
+    context = _context(self_value, variable)  # converting `self` once costs more than evaluating every rule
     for rule in rules:
         if _compiled(rule.rule).execute(context) is True:
             continue
@@ -154,6 +174,26 @@ def check(rules: Iterable[Rule], self_value: Any, path: str) -> list[Violation]:
 def cel_list(values: Iterable[str | int]) -> str:
     """A CEL list literal, for rules generated from Python constants."""
     return "[" + ", ".join(repr(v) if isinstance(v, str) else str(v) for v in values) + "]"
+
+
+def along(path: str, test: Callable[[str], str]) -> str:
+    """CEL: `test` holds for the value at `path` wherever it is set. `path` is a variable and dotted fields,
+    `[]` after a field meaning each item of that list: `object.spec.terms[].selector`."""
+    head, *fields = path.split(".")
+    return _along(head, fields, test, 0)
+
+
+def _along(expr: str, fields: list[str], test: Callable[[str], str], depth: int) -> str:
+    if not fields:
+        return test(expr)
+    name, *rest = fields
+    inner = f"{expr}.{name.removesuffix('[]')}"
+    if name.endswith("[]"):
+        item = f"x{depth}"
+        body = f"{inner}.all({item}, {_along(item, rest, test, depth + 1)})"
+    else:
+        body = _along(inner, rest, test, depth)
+    return f"(!has({inner}) || {body})"
 
 
 def cel_in(expr: str, values: Iterable[str]) -> str:

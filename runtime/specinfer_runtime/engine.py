@@ -130,6 +130,8 @@ K = (
     "(has(self.speculative.numSpeculativeTokens) ? self.speculative.numSpeculativeTokens : "
     f"self.speculative.method == 'suffix' ? ({_DEPTH} < {_CAP} ? {_DEPTH} : {_CAP}) : 1)"
 )
+# Token slots vLLM reserves for drafting in every step (SpeculativeConfig.max_num_new_slots_for_drafting).
+DRAFT_SLOTS = f"(self.speculative.method == 'draft_model' ? 1 : self.speculative.method == 'dflash' ? {K} : 0)"
 FULL_MODE = f"has(self.graph.mode) && {cel_in('self.graph.mode', FULL_GRAPH_MODES)}"
 
 
@@ -173,8 +175,18 @@ class EngineSpec(Section):
         Rule(
             id="R5",
             rule="!has(self.speculative.draftTensorParallelSize) || self.speculative.draftTensorParallelSize == 1 "
-            "|| self.speculative.draftTensorParallelSize == self.parallelism.tensor",
+            "|| self.speculative.draftTensorParallelSize == self.parallelism.tensor "
+            "|| self.speculative.method == 'draft_model'",
             message="draftTensorParallelSize %d given; it must be 1 or parallelism.tensor (%d)",
+            args=("self.speculative.draftTensorParallelSize", "self.parallelism.tensor"),
+            field_path=".speculative.draftTensorParallelSize",
+        ),
+        Rule(
+            id="R5",
+            rule="self.speculative.method != 'draft_model' || !has(self.speculative.draftTensorParallelSize) "
+            "|| self.speculative.draftTensorParallelSize == self.parallelism.tensor",
+            message="draftTensorParallelSize %d given, but vLLM runs a draft_model drafter with the target's tensor "
+            "parallel size: set %d (parallelism.tensor) or leave it unset",
             args=("self.speculative.draftTensorParallelSize", "self.parallelism.tensor"),
             field_path=".speculative.draftTensorParallelSize",
         ),
@@ -212,6 +224,23 @@ class EngineSpec(Section):
             message="maxBatchSize %d exceeds scheduling.maxNumSeqs %d; lower it or raise maxNumSeqs",
             args=("self.graph.maxBatchSize", "self.scheduling.maxNumSeqs"),
             field_path=".graph.maxBatchSize",
+        ),
+        Rule(
+            id="R19",
+            rule="!has(self.scheduling.maxNumBatchedTokens) || !has(self.scheduling.maxNumSeqs) "
+            "|| self.scheduling.maxNumBatchedTokens >= self.scheduling.maxNumSeqs",
+            message="maxNumBatchedTokens %d is below maxNumSeqs %d, which vLLM refuses (every scheduled sequence "
+            "needs a token): raise maxNumBatchedTokens or lower maxNumSeqs",
+            args=("self.scheduling.maxNumBatchedTokens", "self.scheduling.maxNumSeqs"),
+            field_path=".scheduling.maxNumBatchedTokens",
+        ),
+        Rule(
+            id="R19",
+            rule=f"!has(self.scheduling.maxNumBatchedTokens) || self.scheduling.maxNumBatchedTokens > {DRAFT_SLOTS}",
+            message="maxNumBatchedTokens %d leaves no room to schedule a token: method %s reserves %d drafting "
+            "slots per step (1 for draft_model, K for dflash): give more than %d",
+            args=("self.scheduling.maxNumBatchedTokens", "self.speculative.method", DRAFT_SLOTS, DRAFT_SLOTS),
+            field_path=".scheduling.maxNumBatchedTokens",
         ),
         Rule(
             id="R11",

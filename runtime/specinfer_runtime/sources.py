@@ -8,8 +8,18 @@ from pydantic import Field
 
 from specinfer_runtime.base import Section
 from specinfer_runtime.celrules import Rule
+from specinfer_runtime.names import DNS_SUBDOMAIN
 
-DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+def not_a_flag(field: str, what: str) -> Rule:
+    """A string that lands in the `vllm serve` command line as a value may not look like a flag."""
+    return Rule(
+        id="R17",
+        rule=f"!has(self.{field}) || !self.{field}.startsWith('-')",
+        message=f"%s starts with '-', so vLLM would read it as a flag, not as the {what}: remove the leading '-'",
+        args=(f"self.{field}",),
+        field_path=f".{field}",
+    )
 
 
 def exactly_one(fields: tuple[str, ...], what: str) -> Rule:
@@ -57,6 +67,15 @@ class HostPathSource(Section):
         description="Absolute path of the model directory on the node.",
     )
 
+    cel_rules: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            id="volume",
+            rule="!self.path.split('/').exists(p, p == '..')",
+            message="path may not contain '..' (Kubernetes refuses it): give the directory itself",
+            field_path=".path",
+        ),
+    )
+
 
 class SecretKeyReference(Section):
     """A key of a Secret in the resource's namespace."""
@@ -69,13 +88,18 @@ class HuggingFaceSource(Section):
     """Download the model from the Hugging Face Hub at start-up."""
 
     token_secret_ref: SecretKeyReference | None = Field(
-        default=None, description="Secret key holding a Hub token, exported as HF_TOKEN (gated models)."
+        default=None,
+        description="Secret key holding a Hub token (gated or private models). The target's is exported as "
+        "HF_TOKEN for vLLM; a draft's own token is used by specinfer-runtime to download the draft before vLLM "
+        "starts, so target and draft may come from different Secrets.",
     )
     revision: str | None = Field(
         default=None,
         max_length=128,
         description="Branch, tag or commit of the repository (vLLM: `revision`).",
     )
+
+    cel_rules: ClassVar[tuple[Rule, ...]] = (not_a_flag("revision", "revision"),)
 
 
 class ModelSource(Section):
@@ -103,6 +127,10 @@ class StorageVolume(Section):
 
 
 MODEL_ROOT = "/models"
+# The environment of Hub downloads: vLLM reads the first two, specinfer-runtime the draft's own token.
+HF_TOKEN_ENV = "HF_TOKEN"
+HF_HOME_ENV = "HF_HOME"
+DRAFT_TOKEN_ENV = "SPECINFER_DRAFT_HF_TOKEN"
 HIDDEN_STATES_PATH = "/hidden-states"
 
 
@@ -121,9 +149,15 @@ class ModelReference(Section):
         default=None, description="Where the files are; the Hugging Face Hub when unset."
     )
 
+    def hub_token(self) -> SecretKeyReference | None:
+        hub = self.source.hugging_face if self.source else None
+        return hub.token_secret_ref if hub else None
+
     def load_path(self, role: str) -> str:
-        """What vLLM is given: the mount point of a volume source, else the repository id."""
-        if self.source and self.source.volume():
+        """What vLLM is given: the model's directory in the pod when it has one, else the repository id.
+        A volume is mounted there; a draft with a Hub token of its own is downloaded there by
+        specinfer-runtime (vLLM has one token, HF_TOKEN, which is the target's)."""
+        if (self.source and self.source.volume()) or (role == "draft" and self.hub_token()):
             return f"{MODEL_ROOT}/{role}"
         return self.name
 
@@ -142,11 +176,16 @@ class TargetModel(ModelReference):
     quantization: str | None = Field(
         default=None,
         max_length=64,
-        pattern=r"^[a-z0-9_-]+$",
+        pattern=r"^[a-z0-9_][a-z0-9_-]*$",
         description="Weight quantization method (vLLM: `--quantization`), e.g. `ascend` for W8A8 checkpoints.",
     )
     trust_remote_code: bool = Field(
         default=False, description="Allow model code from the checkpoint (vLLM: `--trust-remote-code`)."
+    )
+
+    cel_rules: ClassVar[tuple[Rule, ...]] = (
+        not_a_flag("name", "model"),
+        not_a_flag("servedModelName", "served model name"),
     )
 
     def served_name(self) -> str:

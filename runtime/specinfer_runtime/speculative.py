@@ -7,7 +7,7 @@ from typing import Annotated, ClassVar, Literal, get_args
 from pydantic import Field
 
 from specinfer_runtime.base import Section
-from specinfer_runtime.celrules import Rule, cel_in
+from specinfer_runtime.celrules import Rule, cel_in, cel_list
 from specinfer_runtime.sources import ModelReference, StorageVolume
 
 # npu_fused_infer_attention_score handles at most 16 tokens per decode round and vLLM-Ascend needs
@@ -48,7 +48,12 @@ DRAFT_MODEL_METHODS = ("eagle", "eagle3", "dflash", "medusa", "draft_model")
 EAGLE_HEAD_METHODS = ("eagle", "eagle3")
 # Methods that run a drafter whose batch vLLM pads, and so can use async scheduling.
 ASYNC_SCHEDULING_METHODS = ("eagle", "eagle3", *MTP_NAMES, "dflash", "draft_model")
-PADDED_BATCH_METHODS = (*ASYNC_SCHEDULING_METHODS, "extract_hidden_states")
+# disablePaddedDrafterBatch changes something only for these; vLLM refuses it for the next ones (a draft
+# model and parallel drafting need the padded batch; extract_hidden_states has no drafter).
+PADDED_BATCH_METHODS = ("eagle", "eagle3", *MTP_NAMES)
+PADDED_BATCH_ONLY_METHODS = ("draft_model", "dflash", "extract_hidden_states")
+# vLLM switches a draft_model or medusa drafter to another method when its model name contains these.
+METHOD_SWITCHING_NAMES = {"eagle-": "eagle", "eagle3": "eagle3", "dflash": "dflash", "dspark": "dspark"}
 # Methods whose K vLLM would otherwise fill in by itself; the operator always renders it (R3).
 DEFAULT_K_METHODS = ("suffix", *MTP_NAMES, "extract_hidden_states")
 
@@ -269,6 +274,25 @@ class SpeculativeConfig(Section):
             args=("self.method",),
             field_path=".draftTensorParallelSize",
             reason="FieldValueForbidden",
+        ),
+        Rule(
+            id="R12",
+            rule=f"!self.disablePaddedDrafterBatch || !({cel_in('self.method', PADDED_BATCH_ONLY_METHODS)})",
+            message="vLLM runs method %s only with a padded drafter batch (draft models and parallel drafting "
+            "need it, extract_hidden_states drafts nothing): remove disablePaddedDrafterBatch",
+            args=("self.method",),
+            field_path=".disablePaddedDrafterBatch",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            id="R20",
+            rule=f"!has(self.draftModel) || !({cel_in('self.method', ('draft_model', 'medusa'))}) || "
+            f"!{cel_list(tuple(METHOD_SWITCHING_NAMES))}.exists(s, self.draftModel.name.lowerAscii().contains(s))",
+            message="draft model name %s makes vLLM run another method than %s (it switches on names containing "
+            + ", ".join(f"'{k}' ({v})" for k, v in METHOD_SWITCHING_NAMES.items())
+            + "): set that method if the checkpoint is one, or load it under another name from a volume",
+            args=("self.draftModel.name", "self.method"),
+            field_path=".draftModel.name",
         ),
         _section_only_for("ngram", ("ngram",), "ngram"),
         _section_only_for("suffix", ("suffix",), "suffix"),

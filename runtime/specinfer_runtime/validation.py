@@ -228,8 +228,8 @@ def schema_problems(error: ValidationError, root: type[BaseModel], prefix: str, 
 # CEL rules
 
 
-def _problems(rules: tuple[Rule, ...], data: Any, path: str) -> list[Problem]:
-    return [Problem(v.path.lstrip("."), v.message, v.rule.id) for v in check(rules, data, path)]
+def _problems(rules: tuple[Rule, ...], data: Any, path: str, variable: str = "self") -> list[Problem]:
+    return [Problem(v.path.lstrip("."), v.message, v.rule.id) for v in check(rules, data, path, variable)]
 
 
 def _item_rules(annotation: Any) -> tuple[Rule, ...]:
@@ -277,7 +277,10 @@ def validate(model: type[M], data: Any, prefix: str = "", advise: Advisor[M] | N
     except ValidationError as error:
         report.errors = sorted(schema_problems(error, model, prefix, data), key=lambda p: p.path)
         return report
-    report.errors = sorted(rule_problems(value, value.dump(), prefix), key=lambda p: p.path)
+    dumped = value.dump()
+    report.errors = sorted(rule_problems(value, dumped, prefix), key=lambda p: p.path)
+    if not report.errors:  # admission policies run after the schema and its rules have passed
+        report.errors = _problems(model.admission_rules, dumped, prefix, "object")
     if report.errors:
         return report
     report.value = value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import yaml
@@ -91,16 +92,7 @@ def test_owner_references_only_for_objects_from_the_cluster() -> None:
 
 
 def test_volumes_for_pvc_target_and_hub_draft() -> None:
-    spec = {
-        **BASE,
-        "speculative": {
-            **BASE["speculative"],
-            "draftModel": {
-                "name": "org/draft",
-                "source": {"huggingFace": {"tokenSecretRef": {"name": "hf"}}},
-            },
-        },
-    }
+    spec = {**BASE, "speculative": {**BASE["speculative"], "draftModel": {"name": "org/draft"}}}
     objects = render(cr(spec))
     engine = container(objects)
     pod = by_kind(objects)["Deployment"]["spec"]["template"]["spec"]
@@ -116,8 +108,31 @@ def test_volumes_for_pvc_target_and_hub_draft() -> None:
         "subPath": "target",
     }
     assert mounts["shm"]["mountPath"] == "/dev/shm"
-    env = {e["name"]: e for e in engine["env"]}
-    assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "hf", "key": "token"}
+    assert [e["name"] for e in engine["env"]] == ["HF_HOME"]
+
+
+def hub(name: str, secret: str) -> dict[str, Any]:
+    return {"name": name, "source": {"huggingFace": {"tokenSecretRef": {"name": secret}, "revision": "v1"}}}
+
+
+def test_target_and_draft_tokens_from_different_secrets() -> None:
+    """vLLM has one token (HF_TOKEN, the target's); the runtime downloads a draft that has its own."""
+    spec = {
+        "model": hub("org/target", "target-token"),
+        "speculative": {**BASE["speculative"], "draftModel": hub("org/draft", "draft-token")},
+    }
+    engine = container(render(cr(spec)))
+    env = {e["name"]: e.get("valueFrom", e.get("value")) for e in engine["env"]}
+    assert env == {
+        "HF_TOKEN": {"secretKeyRef": {"name": "target-token", "key": "token"}},
+        "SPECINFER_DRAFT_HF_TOKEN": {"secretKeyRef": {"name": "draft-token", "key": "token"}},
+        "HF_HOME": "/var/cache/huggingface",
+    }
+    assert {"name": "model-draft", "mountPath": "/models/draft"} in engine["volumeMounts"]
+    config = json.loads(engine["args"][engine["args"].index("--speculative-config") + 1])
+    assert config["model"] == "/models/draft"
+    assert "revision" not in config  # fetched at that revision
+    assert engine["args"][engine["args"].index("--revision") + 1] == "v1"  # the target's, for vLLM
 
 
 def test_hidden_states_storage_is_writable() -> None:

@@ -10,7 +10,7 @@ import cel
 import pytest
 import yaml
 
-from specinfer_operator.crd import crd, crd_yaml
+from specinfer_operator.crd import admission_policy, crd, crd_yaml
 from specinfer_runtime.celrules import KUBERNETES_FUNCTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -126,7 +126,7 @@ def test_names_columns_and_subresources() -> None:
 
 
 def test_crd_yaml_round_trips() -> None:
-    assert yaml.safe_load(crd_yaml()) == crd()
+    assert list(yaml.safe_load_all(crd_yaml())) == [crd(), *admission_policy()]
 
 
 def test_messages_avoid_string_concatenation() -> None:
