@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specinfer_runtime import compat, preflight
+from specinfer_runtime import compat, fetch, preflight
 from specinfer_runtime.advisories import advise
 from specinfer_runtime.argv import vllm_argv
 from specinfer_runtime.engine import EngineSpec
@@ -130,7 +130,12 @@ def prepare(config: str, argv: Sequence[str], environment: Environment | None) -
             "the container's arguments differ from the engine config (operator and runtime versions "
             "out of step?): run the image matching the operator"
         )
-    problems = check(spec, environment, preflight.read_model_config) if environment else []
+    if environment is None:
+        return command
+    failed = fetch.fetch_draft(spec, environment.env)
+    if failed:
+        raise PreflightError(failed)
+    problems = check(spec, environment, preflight.read_model_config)
     if problems:
         raise PreflightError("preflight failed: " + "; ".join(problems))
     return command
