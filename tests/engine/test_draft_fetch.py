@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -46,7 +46,7 @@ print(json.dumps(fetch_draft(EngineSpec.model_validate(json.loads(sys.argv[1])),
 
 
 class FakeHub(BaseHTTPRequestHandler):
-    requests: list[tuple[str, str]] = []  # (Authorization, path)
+    requests: ClassVar[list[tuple[str, str]]] = []  # (Authorization, path)
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -81,10 +81,10 @@ class FakeHub(BaseHTTPRequestHandler):
         else:
             self._reply(404, b"{}", {"X-Error-Code": "EntryNotFound"}, send)
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_GET(self) -> None:
         self._serve(send=True)
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self._serve(send=False)
 
 

@@ -58,7 +58,8 @@ def test_drafts_without_a_token_of_their_own_are_left_to_vllm(tmp_path: Path) ->
 
 def test_an_empty_token_and_a_refused_download_are_one_line(tmp_path: Path) -> None:
     empty = fetch_draft(engine(OWN_TOKEN), {"SPECINFER_DRAFT_HF_TOKEN": " "}, str(tmp_path), Hub())
-    assert empty is not None and empty.startswith("SPECINFER_DRAFT_HF_TOKEN is empty")
+    assert empty is not None
+    assert empty.startswith("SPECINFER_DRAFT_HF_TOKEN is empty")
     refused = fetch_draft(
         engine(OWN_TOKEN),
         {"SPECINFER_DRAFT_HF_TOKEN": "hf_wrong"},
