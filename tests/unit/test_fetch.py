@@ -8,7 +8,7 @@ from typing import Any
 from specinfer_runtime.fetch import fetch_draft
 from tests.unit.helpers import engine
 
-OWN_TOKEN = {
+OWN_TOKEN: dict[str, Any] = {
     "model": {"name": "org/target", "source": {"huggingFace": {"tokenSecretRef": {"name": "target-token"}}}},
     "speculative": {
         "method": "draft_model",
