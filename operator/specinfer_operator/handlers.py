@@ -9,7 +9,7 @@ import kopf
 
 from specinfer_operator import metrics
 from specinfer_operator.children import MANAGER, label_selector
-from specinfer_operator.reconcile import Context, reconcile, refresh
+from specinfer_operator.reconcile import APPLY_REJECTED, Context, reconcile, refresh
 from specinfer_operator.resource import GROUP, PLURAL, VERSION
 
 CHILD_LABELS = {"app.kubernetes.io/managed-by": MANAGER}
@@ -51,6 +51,18 @@ def nodes(body: kopf.Body, name: str, **_: Any) -> dict[str, dict[str, Any]]:
 def on_spec(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
     index: kopf.Index[str, dict[str, Any]] = kwargs["nodes"]  # kopf passes each index by its name
     reconcile(dict(body), memo["ctx"], [node for store in index.values() for node in store])
+
+
+def _apply_rejected(status: kopf.Status, **_: Any) -> bool:
+    return any(
+        c.get("type") == "ConfigValid" and c.get("reason") == APPLY_REJECTED for c in status.get("conditions") or []
+    )
+
+
+@kopf.timer(GROUP, VERSION, PLURAL, interval=60, initial_delay=60, when=_apply_rejected)
+def retry_rejected(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
+    """A child the API server refused may pass later (an admission policy or quota changed): try again."""
+    on_spec(body=body, memo=memo, **kwargs)
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL, optional=True)

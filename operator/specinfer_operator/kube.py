@@ -59,11 +59,12 @@ class Kube:
         loaded: dict[str, Any] = json.loads(data) if data else {}
         return loaded
 
-    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Server-side apply, taking ownership of every field we set."""
+    def apply(self, obj: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
+        """Server-side apply, taking ownership of every field we set; a dry run persists nothing but goes
+        through validation and admission like the real thing."""
         meta = obj["metadata"]
         path = f"{collection(obj['apiVersion'], _PLURALS[obj['kind']], meta['namespace'])}/{meta['name']}"
-        query = {"fieldManager": MANAGER, "force": "true"}
+        query = {"fieldManager": MANAGER, "force": "true", **({"dryRun": "All"} if dry_run else {})}
         result = self._call("PATCH", path, obj, query, "application/apply-patch+yaml")
         assert result is not None
         return result

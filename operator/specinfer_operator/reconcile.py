@@ -7,6 +7,7 @@ and correct drift; they never roll out a spec that reconcile has not accepted.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -15,6 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
+
+from kubernetes.client.exceptions import ApiException
 
 from specinfer_operator import metrics
 from specinfer_operator.children import RenderDefaults, config_hash, label_selector, render, selector_labels
@@ -177,10 +180,43 @@ def reconcile(body: dict[str, Any], ctx: Context, nodes: list[dict[str, Any]]) -
         metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
 
 
+# What the API server says when it refuses an object (invalid, forbidden by admission), as opposed to
+# conditions worth retrying: not found, conflicts, throttling.
+RETRIED = (404, 409, 429)
+# ConfigValid's reason then; handlers retry such a resource on a timer, as the cause may be outside it.
+APPLY_REJECTED = "ApplyRejected"
+MESSAGE_LIMIT = 1000
+
+
+def refusal(kube: Kube, children: list[dict[str, Any]], appliers: ThreadPoolExecutor) -> str | None:
+    """Apply every child as a dry run first: if the API server or an admission policy refuses one, nothing
+    is applied (the running Deployment keeps serving) and this says why."""
+
+    def attempt(obj: dict[str, Any]) -> str | None:
+        try:
+            kube.apply(obj, dry_run=True)
+        except ApiException as error:
+            if not 400 <= (error.status or 0) < 500 or error.status in RETRIED:
+                raise
+            try:
+                said = str(json.loads(error.body or "{}").get("message") or error.body)
+            except ValueError:
+                said = str(error.body)
+            return f"the API server refused the {obj['kind']} {obj['metadata']['name']}: {said}"[:MESSAGE_LIMIT]
+        return None
+
+    refused = [r for r in appliers.map(attempt, children) if r]
+    return "; ".join(refused) or None
+
+
 def _reconcile(body: dict[str, Any], ctx: Context, nodes: list[dict[str, Any]], namespace: str, name: str) -> str:
     verdict, cr, desired = verdict_of(body, nodes, ctx.defaults)
-    if desired is not None and cr is not None:
-        applied = list(ctx.appliers.map(ctx.kube.apply, render(cr, ctx.defaults)))
+    children = render(cr, ctx.defaults) if desired is not None and cr is not None else []
+    refused = refusal(ctx.kube, children, ctx.appliers) if children else None
+    if refused:
+        verdict, desired = Verdict(False, APPLY_REJECTED, refused, verdict.warnings), None
+    if desired is not None:
+        applied = list(ctx.appliers.map(ctx.kube.apply, children))
         if (body.get("status") or {}).get("configHash") != desired.config_hash:
             metrics.ROLLOUTS_STARTED.inc()
             deployment = next(o for o in applied if o.get("kind") == "Deployment")

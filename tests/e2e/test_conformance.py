@@ -7,12 +7,16 @@ import json
 from collections import Counter
 
 import pytest
+import yaml
 from kubernetes.client.exceptions import ApiException
 
+from specinfer_operator.children import render
+from specinfer_operator.kube import Kube
 from specinfer_operator.manifests import check
 from specinfer_operator.resource import GROUP, PLURAL, VERSION
 from tests.casetable import Case, load_cases
 from tests.e2e.conftest import Cluster
+from tests.unit.helpers import EXAMPLES
 
 CASES = load_cases()
 
@@ -61,3 +65,31 @@ def test_api_server_agrees_with_the_python_validator(
         for case in skipped:
             print(f"conformance: not sent: {case.name} ({case.api_server})")
     assert not mismatches, "\n".join(mismatches)
+
+
+def test_what_the_operator_renders_is_accepted(
+    cluster: Cluster, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every valid case and example renders into a ConfigMap, Deployment and Service that the API server takes
+    (a dry-run server-side apply, as the operator itself applies them): a resource `kubectl apply` accepted
+    never fails at the operator's apply."""
+    kube = Kube(cluster.api)
+    resources = [(c.name, c.resource) for c in CASES if c.valid] + [
+        (path.name, yaml.safe_load(path.read_text())) for path in sorted(EXAMPLES.glob("*.yaml"))
+    ]
+    refused = []
+    for name, resource in resources:
+        body = copy.deepcopy(resource)
+        body["metadata"].update(namespace=namespace, uid="00000000-0000-0000-0000-000000000000")
+        report = check(body)
+        assert report.value is not None, name
+        for child in render(report.value):
+            try:
+                kube.apply(child, dry_run=True)
+            except ApiException as error:
+                refused.append(f"{name}: {child['kind']}: {error.body}")
+    with capsys.disabled():
+        print(
+            f"\nconformance: {len(resources)} valid resources rendered, {3 * len(resources)} children applied (dry run)"
+        )
+    assert not refused, "\n".join(refused)

@@ -168,6 +168,113 @@ def test_change_the_cluster_cannot_run_leaves_the_deployment_untouched(cluster: 
     assert "InsufficientNPUCapacity" in events
 
 
+def registry_policy(namespace: str) -> str:
+    """A cluster policy of the kind platforms run (Kyverno, Gatekeeper or, here, a ValidatingAdmissionPolicy):
+    Deployments in this namespace may only pull from registry.example.com."""
+    name = f"registry-only-{namespace}"
+    return yaml.safe_dump_all(
+        [
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicy",
+                "metadata": {"name": name},
+                "spec": {
+                    "failurePolicy": "Fail",
+                    "matchConstraints": {
+                        "resourceRules": [
+                            {
+                                "apiGroups": ["apps"],
+                                "apiVersions": ["v1"],
+                                "operations": ["CREATE", "UPDATE"],
+                                "resources": ["deployments"],
+                            }
+                        ]
+                    },
+                    "validations": [
+                        {
+                            "expression": "object.spec.template.spec.containers.all(c, "
+                            "c.image.startsWith('registry.example.com/'))",
+                            "message": "images must come from registry.example.com",
+                        }
+                    ],
+                },
+            },
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": {"name": name},
+                "spec": {
+                    "policyName": name,
+                    "validationActions": ["Deny"],
+                    "matchResources": {
+                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+                    },
+                },
+            },
+        ]
+    )
+
+
+@pytest.mark.usefixtures("operator")
+def test_a_child_the_api_server_refuses_leaves_the_deployment_untouched(cluster: Cluster, namespace: str) -> None:
+    """The spec is valid but a cluster policy refuses the Deployment: ConfigValid says so with the API server's
+    words, nothing serving changes, and once the policy is gone the operator applies it by itself."""
+    apply(cluster, namespace, "policed", spec(k=3))
+    wait_ready(cluster, namespace, "policed")
+    before = cluster.get("deployment", "-n", namespace, "policed")
+    serving = {p["metadata"]["uid"] for p in pods(cluster, namespace, "policed")}
+    policy = registry_policy(namespace)
+    cluster.kubectl("apply", "-f", "-", stdin=policy)
+    try:
+        wait_until(  # a policy takes effect once the API server has loaded it
+            "the registry policy",
+            lambda: (
+                "registry.example.com"
+                in cluster.kubectl(
+                    "create",
+                    "deployment",
+                    "probe",
+                    "-n",
+                    namespace,
+                    "--image=elsewhere/x",
+                    "--dry-run=server",
+                    check=False,
+                ).stderr
+            ),
+        )
+        moved = {**spec(k=4), "runtime": {"image": "elsewhere.example.org/runtime:2"}}
+        apply(cluster, namespace, "policed", moved)
+        obj = wait_resource(
+            cluster,
+            namespace,
+            "policed",
+            "ConfigValid=False",
+            lambda o: condition(o, "ConfigValid").get("reason") == "ApplyRejected",
+            30,
+        )
+        message = condition(obj, "ConfigValid")["message"]
+        assert message.startswith("the API server refused the Deployment policed: ")
+        assert "images must come from registry.example.com" in message
+        assert condition(obj, "Degraded")["status"] == "True"
+        assert obj["status"]["speculation"]["numSpeculativeTokens"] == 3  # what still serves
+        after = cluster.get("deployment", "-n", namespace, "policed")
+        assert after["spec"] == before["spec"]
+        assert {p["metadata"]["uid"] for p in pods(cluster, namespace, "policed")} == serving
+        config_maps = cluster.get("configmaps", "-n", namespace, "-l", "app.kubernetes.io/instance=policed")["items"]
+        assert [c["metadata"]["name"] for c in config_maps] == [f"policed-engine-{before_hash(before)}"]
+    finally:
+        cluster.kubectl("delete", "-f", "-", "--wait", stdin=policy)
+    # The operator retries such a resource every minute: the cause was outside the spec.
+    recovered = wait_ready(cluster, namespace, "policed", timeout=150)
+    assert recovered["status"]["speculation"]["numSpeculativeTokens"] == 4
+    assert condition(recovered, "ConfigValid")["status"] == "True"
+
+
+def before_hash(deployment: dict[str, Any]) -> str:
+    hash_: str = deployment["spec"]["template"]["metadata"]["annotations"]["specinfer.io/config-hash"]
+    return hash_
+
+
 @pytest.mark.usefixtures("operator")
 def test_not_enough_free_npus_is_reported_as_unschedulable(cluster: Cluster, namespace: str) -> None:
     apply(cluster, namespace, "greedy", spec(tensor=8, replicas=3))
