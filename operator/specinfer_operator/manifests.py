@@ -1,32 +1,39 @@
-"""Read manifests (files, directories, stdin; multi-document YAML) and check SpeculativeInferences."""
+"""Read manifests from files, directories and stdin the way a GitOps repository holds them, and check the
+SpeculativeInferences among them.
+
+A repository holds much else: other kinds, kustomize patches (top-level lists), Helm templates,
+scalar or JSON-array files, documents with tags of other tools. Those are skipped, each with its reason.
+What cannot be read at all (a missing or unreadable path, bytes that are not UTF-8, YAML kubectl would
+refuse) is a failure: never a silent pass.
+"""
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-import yaml
-
+from specinfer_operator.kubeyaml import MAX_BYTES, ManifestError, Parsed, documents
 from specinfer_operator.resource import API_VERSION, GROUP, KIND, SpeculativeInference
 from specinfer_runtime.advisories import advise
 from specinfer_runtime.validation import Problem, Report, validate
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
-# libyaml's parser is several times faster; PyYAML wheels ship it, source builds may not.
-Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
 class Document:
-    """One YAML document, and where it came from."""
+    """One SpeculativeInference document, and where it came from."""
 
     source: str
     index: int
     count: int
     data: Any
+    custom_tags: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -44,60 +51,165 @@ class LoadFailure:
         return f"{self.source}: {self.reason}"
 
 
-def _files(path: Path) -> Iterator[Path]:
-    if path.is_dir():
-        for child in sorted(path.rglob("*")):
-            if child.is_file() and child.suffix in MANIFEST_SUFFIXES:
-                yield child
-    else:
-        yield path
+@dataclass(frozen=True)
+class Skipped:
+    """A file or document that is not a SpeculativeInference, and why it was passed over."""
+
+    source: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.source}: skipped: {self.reason}"
 
 
-def _documents(source: str, text: str) -> Iterator[Document | LoadFailure]:
+Item = Document | LoadFailure | Skipped
+
+
+def read_limited(stream: BinaryIO) -> str:
+    """At most MAX_BYTES of UTF-8 (a byte-order mark allowed, as kubectl allows it)."""
+    data = stream.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise ManifestError(f"larger than {MAX_BYTES >> 20} MiB")
     try:
-        docs = [d for d in yaml.load_all(text, Loader=Loader) if d is not None]
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(error, "problem", None) or str(error)
-        yield LoadFailure(source, f"not valid YAML: {where}{problem}")
-        return
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as error:
+        raise ManifestError(f"not UTF-8 text (byte {error.start} is 0x{data[error.start]:02x})") from error
+
+
+def _stdin() -> str:
+    if sys.stdin is None or sys.stdin.closed:
+        raise ManifestError("standard input is closed")
+    buffer = getattr(sys.stdin, "buffer", None)
+    if buffer is None:  # a text stream without bytes underneath (tests, embedding)
+        text: str = sys.stdin.read(MAX_BYTES + 1)
+        if len(text) > MAX_BYTES:
+            raise ManifestError(f"larger than {MAX_BYTES >> 20} MiB")
+        return text
+    try:
+        return read_limited(buffer)
+    except OSError as error:
+        raise ManifestError(f"cannot read standard input: {error.strerror or error}") from error
+
+
+def _walk(root: Path) -> Iterator[Path | LoadFailure | Skipped]:
+    """Manifest files under `root`, following symlinked directories once each (a link back up is a loop,
+    skipped). Templates of a Helm chart (a directory beside Chart.yaml) are skipped whole."""
+    seen: set[tuple[int, int]] = set()
+    pending = [root]
+    while pending:
+        directory = pending.pop()
+        try:
+            info = directory.stat()
+            entries = sorted(os.scandir(directory), key=lambda e: e.name, reverse=True)
+        except OSError as error:
+            yield LoadFailure(str(directory), f"cannot read the directory: {error.strerror or error}")
+            continue
+        if (info.st_dev, info.st_ino) in seen:
+            yield Skipped(str(directory), "a symlink back to a directory already read")
+            continue
+        seen.add((info.st_dev, info.st_ino))
+        chart = any(e.name == "Chart.yaml" for e in entries)
+        files = []
+        for entry in entries:
+            path = Path(entry.path)
+            if entry.is_dir():
+                if chart and entry.name == "templates":
+                    yield Skipped(str(path), "Helm chart templates (render them with helm template first)")
+                else:
+                    pending.append(path)
+            elif path.suffix in MANIFEST_SUFFIXES:
+                if entry.is_file():
+                    files.append(path)
+                elif not path.exists():
+                    yield LoadFailure(str(path), "a broken symlink")
+                else:  # a FIFO would block the read until some writer came
+                    yield Skipped(str(path), "not a regular file")
+        yield from reversed(files)
+
+
+def _classify(source: str, parsed: list[Parsed]) -> Iterator[Document | Skipped]:
     # A `kind: List` (as `kubectl get -o yaml` prints) stands for its items.
-    expanded: list[Any] = []
-    for doc in docs:
-        if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
-            expanded.extend(doc["items"])
+    expanded: list[tuple[Any, list[str]]] = []
+    for doc in parsed:
+        if doc.data is None:
+            continue
+        if isinstance(doc.data, dict) and doc.data.get("kind") == "List" and isinstance(doc.data.get("items"), list):
+            expanded += [(item, doc.custom_tags) for item in doc.data["items"]]
         else:
-            expanded.append(doc)
-    for i, doc in enumerate(expanded, 1):
-        yield Document(source, i, len(expanded), doc)
+            expanded.append((doc.data, doc.custom_tags))
+    for i, (data, tags) in enumerate(expanded, 1):
+        label = f"{source}#{i}" if len(expanded) > 1 else source
+        reason = not_ours(data)
+        if reason:
+            yield Skipped(label, reason)
+        else:
+            yield Document(source, i, len(expanded), data, tuple(tags))
 
 
-def load(paths: list[str]) -> Iterator[Document | LoadFailure]:
-    """Every document under `paths`; `-` reads standard input."""
+def _documents(source: str, text: str) -> Iterator[Item]:
+    try:
+        parsed = list(documents(text))
+    except ManifestError as error:
+        if "{{" in text:
+            yield Skipped(source, "a template, not YAML (Helm, Go templates)")
+        else:
+            yield LoadFailure(source, str(error))
+        return
+    found = list(_classify(source, parsed))
+    if not found:
+        yield Skipped(source, "no documents")
+    yield from found
+
+
+def load(paths: list[str]) -> Iterator[Item]:
+    """Every document under `paths`, checked or skipped; `-` reads standard input."""
     for raw in paths:
         if raw == "-":
-            yield from _documents("<stdin>", sys.stdin.read())
+            try:
+                text = _stdin()
+            except ManifestError as error:
+                yield LoadFailure("<stdin>", str(error))
+                continue
+            yield from _documents("<stdin>", text)
             continue
         root = Path(raw)
-        if not root.exists():
-            yield LoadFailure(raw, "no such file or directory")
+        try:
+            is_dir = stat.S_ISDIR(root.stat().st_mode)
+        except FileNotFoundError:
+            yield LoadFailure(raw, "a broken symlink" if root.is_symlink() else "no such file or directory")
             continue
-        for file in _files(root):
+        except OSError as error:
+            yield LoadFailure(raw, f"cannot read: {error.strerror or error}")
+            continue
+        for file in _walk(root) if is_dir else [root]:
+            if not isinstance(file, Path):
+                yield file
+                continue
             try:
-                text = file.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as error:
-                yield LoadFailure(str(file), f"cannot read: {error}")
+                with file.open("rb") as stream:
+                    text = read_limited(stream)
+            except OSError as error:
+                yield LoadFailure(str(file), f"cannot read: {error.strerror or error}")
+                continue
+            except ManifestError as error:
+                yield LoadFailure(str(file), str(error))
                 continue
             yield from _documents(str(file), text)
 
 
-def is_ours(data: Any) -> bool:
-    """Whether a document claims to be a SpeculativeInference (others in a directory are skipped)."""
+def not_ours(data: Any) -> str | None:
+    """Why a document is not a SpeculativeInference, or None when it claims to be one. A mapping with a
+    spec but neither apiVersion nor kind counts as one, so that what is missing gets reported."""
+    if isinstance(data, list):
+        return "a list, not an object (a kustomize patch?)"
     if not isinstance(data, dict):
-        return True
+        return f"a {type(data).__name__}, not an object"
     api_version, kind = str(data.get("apiVersion", "")), data.get("kind")
-    return kind == KIND or api_version.split("/")[0] == GROUP
+    if kind == KIND or api_version.split("/")[0] == GROUP:
+        return None
+    if kind is None and not api_version and isinstance(data.get("spec"), dict) and "speculative" in data["spec"]:
+        return None
+    return f"kind {kind or '(none)'} of {api_version or '(no apiVersion)'}"
 
 
 def identity_problems(data: Any) -> list[Problem]:
@@ -105,15 +217,11 @@ def identity_problems(data: Any) -> list[Problem]:
     if not isinstance(data, dict):
         return [Problem("", "not a Kubernetes object: expected a mapping with apiVersion, kind, metadata and spec")]
     problems = []
-    if data.get("apiVersion") != API_VERSION:
-        problems.append(
-            Problem(
-                "apiVersion",
-                f'Unsupported value: "{data.get("apiVersion")}": supported values: "{API_VERSION}"',
-            )
-        )
-    if data.get("kind") != KIND:
-        problems.append(Problem("kind", f'Unsupported value: "{data.get("kind")}": supported values: "{KIND}"'))
+    for key, want in (("apiVersion", API_VERSION), ("kind", KIND)):
+        if key not in data:
+            problems.append(Problem(key, f'Required value: set {key}: "{want}"'))
+        elif data[key] != want:
+            problems.append(Problem(key, f'Unsupported value: "{data[key]}": supported values: "{want}"'))
     return problems
 
 
