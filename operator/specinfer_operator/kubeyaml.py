@@ -131,11 +131,11 @@ def _key(value: Any, where: str) -> str:
         return value
     if isinstance(value, bool):
         return "true" if value else "false"
-    if value is None:
-        return "null"
     if isinstance(value, int | float):
         return str(value) if isinstance(value, int) or not value.is_integer() else str(int(value))
-    raise ManifestError(f"{where}: a {type(value).__name__} cannot be a key of a JSON object")
+    raise ManifestError(
+        f"{where}: {'a null' if value is None else 'a ' + type(value).__name__} cannot be a key of a JSON object"
+    )
 
 
 def _where(event: Any) -> str:
