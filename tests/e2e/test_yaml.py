@@ -1,4 +1,4 @@
-"""specinfer reads YAML as kubectl does: the same values for YAML 1.1's surprises, compared with kubectl's own reading."""
+"""specinfer reads YAML as kubectl does: YAML 1.1's surprises compared with kubectl's own reading."""
 
 from __future__ import annotations
 
