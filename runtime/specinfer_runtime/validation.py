@@ -55,18 +55,22 @@ def join_path(base: str, key: str | int) -> str:
     return f"{base}.{key}" if base else key
 
 
-def strip_nulls(data: Any, path: str, dropped: list[str]) -> Any:
-    """Drop null-valued keys, as the API server prunes them from non-nullable fields."""
+def strip_nulls(data: Any, model: type[BaseModel] | None, path: str, dropped: list[str]) -> Any:
+    """Drop null-valued fields, as the API server prunes them from non-nullable fields. A key the model
+    does not have keeps its null: the API server's strict field validation refuses it as unknown."""
     if isinstance(data, dict):
+        fields = {(f.alias or n): f for n, f in model.model_fields.items()} if model is not None else {}
         out = {}
         for key, value in data.items():
-            if value is None:
+            info = fields.get(key)
+            if value is None and (info is not None or model is None):
                 dropped.append(join_path(path, str(key)))
-            else:
-                out[key] = strip_nulls(value, join_path(path, str(key)), dropped)
+                continue
+            inner = next(_inner_models(info.annotation), None) if info is not None else None
+            out[key] = strip_nulls(value, inner, join_path(path, str(key)), dropped)
         return out
     if isinstance(data, list):
-        return [strip_nulls(v, join_path(path, i), dropped) for i, v in enumerate(data)]
+        return [strip_nulls(v, model, join_path(path, i), dropped) for i, v in enumerate(data)]
     return data
 
 
@@ -270,7 +274,7 @@ def validate(model: type[M], data: Any, prefix: str = "", advise: Advisor[M] | N
     """Schema, then CEL rules, then (for a valid document) warnings."""
     report: Report[M] = Report()
     dropped: list[str] = []
-    data = strip_nulls(data, prefix, dropped)
+    data = strip_nulls(data, model, prefix, dropped)
     report.warnings += [Problem(p, "null value ignored (the API server drops nulls)") for p in dropped]
     try:
         value = model.model_validate(data)
