@@ -103,7 +103,7 @@ def _places(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
 @st.composite
 def resources(draw: st.DrawFn, metadata: bool = True) -> dict[str, Any]:
     """A valid resource with one to three mutations."""
-    resource = copy.deepcopy(draw(st.sampled_from(BASES)))
+    resource: dict[str, Any] = copy.deepcopy(draw(st.sampled_from(BASES)))
     for _ in range(draw(st.integers(min_value=1, max_value=3))):
         spec = resource["spec"]
         places = [("spec", *p) for p in _places(spec)] or [("spec",)]
