@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import cache
 from importlib import resources
 from typing import Any
 
@@ -71,7 +72,10 @@ def _any(patterns: list[str]) -> str:
 OWNED_PATTERN = _any([pattern(o) for o in sorted(OWNED)])
 LOOKALIKE_PATTERN = _any([exact(o) for o in LOOKALIKES])
 # CEL, on one engineArgs item: it could be read as an owned flag.
-SHADOWS_OWNED = f"(self.matches({cel_string(OWNED_PATTERN)}) && !self.matches({cel_string(LOOKALIKE_PATTERN)}))"
+SHADOWS_OWNED = (
+    f"(self.startsWith('-') && self.matches({cel_string(OWNED_PATTERN)}) "
+    f"&& !self.matches({cel_string(LOOKALIKE_PATTERN)}))"
+)
 
 
 def _describe(options: list[str]) -> str:
@@ -99,13 +103,18 @@ def is_flag(argument: str) -> bool:
 
 
 _NEGATIVE = re.compile(r"^-([0-9]+|[0-9]*\.[0-9]+)$")
-_MATCHERS = [(re.compile(exact(o)), re.compile(pattern(o))) for o in OPTIONS]
+
+
+@cache
+def _matchers() -> list[tuple[re.Pattern[str], re.Pattern[str]]]:
+    """Per option: what names it, what could be read as it (compiled once, when first needed)."""
+    return [(re.compile(exact(o)), re.compile(pattern(o))) for o in OPTIONS]
 
 
 def unknown(argument: str) -> bool:
     """A flag no option of the table names exactly or is the only one to match: vLLM stops at start on it."""
     if not is_flag(argument):
         return False
-    if any(named.match(argument) for named, _ in _MATCHERS):
+    if any(named.match(argument) for named, _ in _matchers()):
         return False
-    return sum(1 for _, read in _MATCHERS if read.match(argument)) != 1
+    return sum(1 for _, read in _matchers() if read.match(argument)) != 1

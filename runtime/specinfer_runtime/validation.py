@@ -7,6 +7,7 @@ and add what the API server cannot: the allowed range and the fix.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -59,19 +60,26 @@ def strip_nulls(data: Any, model: type[BaseModel] | None, path: str, dropped: li
     """Drop null-valued fields, as the API server prunes them from non-nullable fields. A key the model
     does not have keeps its null: the API server's strict field validation refuses it as unknown."""
     if isinstance(data, dict):
-        fields = {(f.alias or n): f for n, f in model.model_fields.items()} if model is not None else {}
+        fields = _fields(model)
         out = {}
         for key, value in data.items():
-            info = fields.get(key)
-            if value is None and (info is not None or model is None):
+            known = model is None or key in fields
+            if value is None and known:
                 dropped.append(join_path(path, str(key)))
                 continue
-            inner = next(_inner_models(info.annotation), None) if info is not None else None
-            out[key] = strip_nulls(value, inner, join_path(path, str(key)), dropped)
+            out[key] = strip_nulls(value, fields.get(key), join_path(path, str(key)), dropped)
         return out
     if isinstance(data, list):
         return [strip_nulls(v, model, join_path(path, i), dropped) for i, v in enumerate(data)]
     return data
+
+
+@functools.cache
+def _fields(model: type[BaseModel] | None) -> dict[str, type[BaseModel] | None]:
+    """A model's field names (aliases) and the model inside each, if any."""
+    if model is None:
+        return {}
+    return {(f.alias or n): next(_inner_models(f.annotation), None) for n, f in model.model_fields.items()}
 
 
 # --------------------------------------------------------------------------------------------------
