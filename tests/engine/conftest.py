@@ -114,21 +114,31 @@ def engine_venv() -> Path:
     return venv
 
 
+def engine_python(
+    engine_venv: Path, *args: str, stdin: str = "", env: dict[str, str] | None = None, timeout: float = 600
+) -> str:
+    """Run the engine venv's interpreter in the repository (so `-m tests.engine...` resolves); its stdout,
+    or the test fails with the end of its stderr."""
+    result = subprocess.run(
+        [str(engine_venv / "bin" / "python"), *args],
+        cwd=REPO,
+        input=stdin,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if result.returncode != 0:
+        pytest.fail(f"{' '.join(args[:3])} failed:\n{result.stderr[-4000:]}")
+    return result.stdout
+
+
 @pytest.fixture(scope="session")
 def models(engine_venv: Path, tmp_path_factory: pytest.TempPathFactory) -> TinyModels:
     """Build the models with the engine venv's torch and transformers."""
     hf_home = tmp_path_factory.mktemp("hf-home")
-    result = subprocess.run(
-        [str(engine_venv / "bin" / "python"), "-m", "tests.engine.tinymodel", str(hf_home)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    if result.returncode != 0:
-        pytest.fail(f"building the tiny models failed:\n{result.stderr[-4000:]}")
-    return TinyModels.from_json(result.stdout)
+    return TinyModels.from_json(engine_python(engine_venv, "-m", "tests.engine.tinymodel", str(hf_home), timeout=300))
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,7 +18,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from tests.engine.conftest import REPO
+from tests.engine.conftest import engine_python
 
 REPOSITORY = "org/private-draft"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -109,17 +108,8 @@ def fetch(engine_venv: Path, hub: str, root: Path, token: str) -> str | None:
         HF_TOKEN="hf_target_only",  # vLLM's token: the runtime must not use it for the draft
         SPECINFER_DRAFT_HF_TOKEN=token,
     )
-    result = subprocess.run(
-        [str(engine_venv / "bin" / "python"), "-c", FETCH, json.dumps(SPEC), str(root)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    reason: str | None = json.loads(result.stdout.strip().splitlines()[-1])
+    printed = engine_python(engine_venv, "-c", FETCH, json.dumps(SPEC), str(root), env=env, timeout=120)
+    reason: str | None = json.loads(printed.strip().splitlines()[-1])
     return reason
 
 

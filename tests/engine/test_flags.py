@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +10,7 @@ import pytest
 
 from specinfer_runtime import flags
 from specinfer_runtime.celrules import evaluate
-from tests.engine.conftest import REPO
+from tests.engine.conftest import REPO, engine_python
 from tests.engine.vllm_flags import OWNED
 
 TABLE = REPO / "runtime" / "specinfer_runtime" / "vllm_serve_flags.json"
@@ -19,22 +18,12 @@ TABLE = REPO / "runtime" / "specinfer_runtime" / "vllm_serve_flags.json"
 
 def vllm_flags(engine_venv: Path, tmp_path: Path, command: str, stdin: str = "") -> Any:
     output = tmp_path / f"{command}.json"
-    result = subprocess.run(
-        [str(engine_venv / "bin" / "python"), "-m", "tests.engine.vllm_flags", command, str(output)],
-        cwd=REPO,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    if result.returncode != 0:
-        pytest.fail(f"tests.engine.vllm_flags {command} failed:\n{result.stderr[-3000:]}")
+    engine_python(engine_venv, "-m", "tests.engine.vllm_flags", command, str(output), stdin=stdin)
     return json.loads(output.read_text())
 
 
 def refused(argument: str) -> bool:
-    verdict: bool = evaluate(f"self.args.exists(a, {flags.SHADOWS_OWNED})", {"args": [argument]})
+    verdict: bool = evaluate(flags.SHADOWS_OWNED, argument)
     return verdict
 
 

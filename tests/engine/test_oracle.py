@@ -26,7 +26,7 @@ from specinfer_runtime.argv import vllm_argv
 from specinfer_runtime.base import Section
 from specinfer_runtime.engine import EngineSpec
 from tests.casetable import Case, load_cases
-from tests.engine.conftest import REPO
+from tests.engine.conftest import engine_python
 from tests.engine.tinymodel import TinyModels
 
 DISAGREEMENTS = Path(__file__).with_name("oracle_disagreements.yaml")
@@ -136,17 +136,15 @@ def test_vllm_judges_the_case_table_as_we_do(
             skipped[case.name] = f"cannot be rendered ({type(error).__name__}): the schema refuses it first"
     judged = [c for c in cases if c.name not in skipped]
     output = tmp_path / "verdicts.json"
-    result = subprocess.run(
-        [str(engine_venv / "bin" / "python"), "-m", "tests.engine.oracle", str(output)],
-        cwd=REPO,
-        input=json.dumps(entries),
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        check=False,
+    engine_python(
+        engine_venv,
+        "-m",
+        "tests.engine.oracle",
+        str(output),
+        stdin=json.dumps(entries),
         env={"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "PATH": "/usr/bin:/bin"},
+        timeout=1200,
     )
-    assert result.returncode == 0, result.stderr[-4000:]
     verdicts = json.loads(output.read_text())
     listed: dict[str, str] = yaml.safe_load(DISAGREEMENTS.read_text()) or {}
     found = {}
