@@ -1,11 +1,12 @@
 """YAML read the way kubectl reads it, within limits that hostile input cannot break.
 
 kubectl turns YAML into JSON with sigs.k8s.io/yaml (go-yaml v2): `yes`, `on`, `y` are booleans,
-`2024-01-01` and `1:30` stay strings, `0755` is octal, keys become strings, a repeated key is an
-error. PyYAML's own resolver differs on each of these, so values are resolved here from libyaml's
-event stream, in one pass with an explicit stack: no recursion (30,000 nested brackets are a depth
-error, not a crash), aliases count for everything they expand to (an alias bomb stops at the node
-limit), and a document that cannot become JSON is refused with one line naming where.
+`2024-01-01` and `1:30` stay strings, `0755` is octal, keys become strings. PyYAML's own resolver
+differs on each of these, so values are resolved here from libyaml's event stream, in one pass with an
+explicit stack: no recursion (30,000 nested brackets are a depth error, not a crash), aliases count for
+everything they expand to (an alias bomb stops at the node limit), and a document that cannot become
+JSON is refused with one line naming where. One difference on purpose: a repeated key is refused,
+where kubectl silently keeps the last value.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class ManifestError(ValueError):
 
 @dataclass
 class Parsed:
-    """One document, and the tags it used that JSON has no place for (only fatal if it is ours)."""
+    """One document, and the tags of other tools it used (kubectl ignores them and keeps the plain value)."""
 
     data: Any
     custom_tags: list[str] = field(default_factory=list)
