@@ -104,7 +104,7 @@ def _places(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
 def resources(draw: st.DrawFn, metadata: bool = True) -> dict[str, Any]:
     """A valid resource with one to three mutations."""
     resource: dict[str, Any] = copy.deepcopy(draw(st.sampled_from(BASES)))
-    for _ in range(draw(st.integers(min_value=1, max_value=3))):
+    for _ in range(draw(st.sampled_from([1, 1, 1, 2, 3]))):
         spec = resource["spec"]
         places = [("spec", *p) for p in _places(spec)] or [("spec",)]
         if metadata:
@@ -116,10 +116,11 @@ def resources(draw: st.DrawFn, metadata: bool = True) -> dict[str, Any]:
         last = place[-1]
         action = draw(st.sampled_from(["replace", "replace", "delete", "add"]))
         if place[0] == "metadata":
-            entries = draw(st.dictionaries(st.sampled_from(EDGE_STRINGS + FIELDS), st.sampled_from(EDGE_STRINGS)))
+            keys = st.sampled_from([*EDGE_STRINGS, *FIELDS, "app.kubernetes.io/part-of", "team"])
+            entries = draw(st.dictionaries(keys, st.sampled_from([*EDGE_STRINGS, "inference", "v1"])))
             parent.setdefault(last, {}).update(entries)
         elif action == "replace" or not isinstance(parent, dict | list):
-            parent[last] = draw(st.one_of(near(parent[last]), values))
+            parent[last] = draw(st.one_of(near(parent[last]), near(parent[last]), values))
         elif action == "delete" and isinstance(parent, dict):
             del parent[last]
         elif isinstance(parent.get(last) if isinstance(parent, dict) else parent[last], dict):

@@ -122,6 +122,7 @@ class Models:
         return argv if "--max-model-len" in argv else [*argv, "--max-model-len", "512"]
 
 
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")  # rendering fields nobody validated
 def test_vllm_judges_the_case_table_as_we_do(
     engine_venv: Path, models: TinyModels, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
