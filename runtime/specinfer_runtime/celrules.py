@@ -214,8 +214,3 @@ def _along(expr: str, fields: list[str], test: Callable[[str], str], depth: int)
 def cel_in(expr: str, values: Iterable[str]) -> str:
     """`expr in [...]`: membership in a list of Python constants."""
     return f"{expr} in {cel_list(values)}"
-
-
-def cel_map(mapping: Mapping[str, str]) -> str:
-    """A CEL map literal of strings."""
-    return "{" + ", ".join(f"{k!r}: {v!r}" for k, v in mapping.items()) + "}"
