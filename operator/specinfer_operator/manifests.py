@@ -80,10 +80,8 @@ def _stdin() -> str:
     if sys.stdin is None or sys.stdin.closed:
         raise ManifestError("standard input is closed")
     buffer = getattr(sys.stdin, "buffer", None)
-    if buffer is None:  # a text stream without bytes underneath (tests, embedding)
+    if buffer is None:  # a text stream without bytes underneath (tests, embedding); documents() checks the size
         text: str = sys.stdin.read(MAX_BYTES + 1)
-        if len(text) > MAX_BYTES:
-            raise ManifestError(f"larger than {MAX_BYTES >> 20} MiB")
         return text
     try:
         return read_limited(buffer)

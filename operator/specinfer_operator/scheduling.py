@@ -22,7 +22,7 @@ LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE)]
 # Label keys, taint keys and topology keys: a DNS-subdomain prefix (253), '/' and a name (63).
 Key = Annotated[str, Field(min_length=1, max_length=317)]
 # Keys in a map cannot be bounded in a CRD schema, so CEL cannot afford to check them there: the
-# ValidatingAdmissionPolicy generated next to the CRD does (see resource.MAP_KEY_RULES).
+# ValidatingAdmissionPolicy generated next to the CRD does (see resource.ADMISSION_RULES).
 LabelMap = dict[str, LabelValue]
 
 

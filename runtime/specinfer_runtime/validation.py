@@ -60,7 +60,7 @@ def strip_nulls(data: Any, model: type[BaseModel] | None, path: str, dropped: li
     """Drop null-valued fields, as the API server prunes them from non-nullable fields. A key the model
     does not have keeps its null: the API server's strict field validation refuses it as unknown."""
     if isinstance(data, dict):
-        fields = _fields(model)
+        fields = field_models(model)
         out = {}
         for key, value in data.items():
             known = model is None or key in fields
@@ -75,7 +75,7 @@ def strip_nulls(data: Any, model: type[BaseModel] | None, path: str, dropped: li
 
 
 @functools.cache
-def _fields(model: type[BaseModel] | None) -> dict[str, type[BaseModel] | None]:
+def field_models(model: type[BaseModel] | None) -> dict[str, type[BaseModel] | None]:
     """A model's field names (aliases) and the model inside each, if any."""
     if model is None:
         return {}

@@ -78,6 +78,13 @@ def wait_ready(cluster: Cluster, namespace: str, name: str, timeout: float = 90)
     return wait_resource(cluster, namespace, name, f"{name} to be Ready", ready, timeout)
 
 
+def serving(cluster: Cluster, namespace: str, name: str) -> tuple[dict[str, Any], set[str]]:
+    """The Deployment and the uids of its pods: what a refused spec must leave as it is."""
+    return cluster.get("deployment", "-n", namespace, name), {
+        p["metadata"]["uid"] for p in pods(cluster, namespace, name)
+    }
+
+
 def engine_args(pod: dict[str, Any]) -> str:
     return " ".join(pod["spec"]["containers"][0]["args"])
 
@@ -141,8 +148,7 @@ def test_invalid_change_is_refused_by_the_api_server(cluster: Cluster, namespace
 def test_change_the_cluster_cannot_run_leaves_the_deployment_untouched(cluster: Cluster, namespace: str) -> None:
     apply(cluster, namespace, "keep", spec(tensor=2))
     wait_ready(cluster, namespace, "keep")
-    before = cluster.get("deployment", "-n", namespace, "keep")
-    serving = {p["metadata"]["uid"] for p in pods(cluster, namespace, "keep")}
+    before, serving_pods = serving(cluster, namespace, "keep")
     apply(cluster, namespace, "keep", spec(tensor=16))
 
     obj = wait_resource(
@@ -160,10 +166,10 @@ def test_change_the_cluster_cannot_run_leaves_the_deployment_untouched(cluster: 
     assert condition(obj, "Degraded")["reason"] == "InvalidConfig"
     assert obj["status"]["speculation"]["numSpeculativeTokens"] == 3
     time.sleep(2)
-    after = cluster.get("deployment", "-n", namespace, "keep")
+    after, now_serving = serving(cluster, namespace, "keep")
     assert after["metadata"]["generation"] == before["metadata"]["generation"]
     assert after["spec"] == before["spec"]
-    assert {p["metadata"]["uid"] for p in pods(cluster, namespace, "keep")} == serving
+    assert now_serving == serving_pods
     events = cluster.kubectl("get", "events", "-n", namespace, "--field-selector", "type=Warning").stdout
     assert "InsufficientNPUCapacity" in events
 
@@ -221,8 +227,7 @@ def test_a_child_the_api_server_refuses_leaves_the_deployment_untouched(cluster:
     words, nothing serving changes, and once the policy is gone the operator applies it by itself."""
     apply(cluster, namespace, "policed", spec(k=3))
     wait_ready(cluster, namespace, "policed")
-    before = cluster.get("deployment", "-n", namespace, "policed")
-    serving = {p["metadata"]["uid"] for p in pods(cluster, namespace, "policed")}
+    before, serving_pods = serving(cluster, namespace, "policed")
     policy = registry_policy(namespace)
     cluster.kubectl("apply", "-f", "-", stdin=policy)
     try:
@@ -257,9 +262,9 @@ def test_a_child_the_api_server_refuses_leaves_the_deployment_untouched(cluster:
         assert "images must come from registry.example.com" in message
         assert condition(obj, "Degraded")["status"] == "True"
         assert obj["status"]["speculation"]["numSpeculativeTokens"] == 3  # what still serves
-        after = cluster.get("deployment", "-n", namespace, "policed")
+        after, now_serving = serving(cluster, namespace, "policed")
         assert after["spec"] == before["spec"]
-        assert {p["metadata"]["uid"] for p in pods(cluster, namespace, "policed")} == serving
+        assert now_serving == serving_pods
         config_maps = cluster.get("configmaps", "-n", namespace, "-l", "app.kubernetes.io/instance=policed")["items"]
         assert [c["metadata"]["name"] for c in config_maps] == [f"policed-engine-{before_hash(before)}"]
     finally:

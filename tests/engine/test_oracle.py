@@ -16,15 +16,16 @@ import shutil
 import subprocess
 from collections import Counter
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import pytest
 import yaml
+from pydantic import BaseModel
 
 from specinfer_operator.manifests import check
 from specinfer_runtime.argv import vllm_argv
-from specinfer_runtime.base import Section
 from specinfer_runtime.engine import EngineSpec
+from specinfer_runtime.validation import field_models
 from tests.casetable import Case, load_cases
 from tests.engine.conftest import engine_python
 from tests.engine.tinymodel import TinyModels
@@ -52,20 +53,16 @@ ENGINE_FIELDS = (
 )
 
 
-def construct(model: type[Section], data: dict[str, Any]) -> Any:
+def construct(model: type[BaseModel], data: dict[str, Any]) -> Any:
     """A spec model from fields nobody validated, for rendering what vLLM would be given anyway."""
+    inner = field_models(model)
     values = {}
     for name, info in model.model_fields.items():
         key = info.alias or name
         if key in data:
-            value = data[key]
-            section = next((a for a in (info.annotation, *get_args(info.annotation)) if _is_section(a)), None)
+            value, section = data[key], inner[key]
             values[name] = construct(section, value) if section and isinstance(value, dict) else value
     return model.model_construct(**values)
-
-
-def _is_section(annotation: Any) -> bool:
-    return isinstance(annotation, type) and issubclass(annotation, Section)
 
 
 def not_judged(case: Case) -> str | None:
