@@ -11,6 +11,7 @@ ratios here, with vLLM's own definitions, gives the status, benchmarks and tests
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -22,6 +23,9 @@ ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 ACCEPTED_PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 COUNTERS = (DRAFTS, DRAFT_TOKENS, ACCEPTED, ACCEPTED_PER_POSITION)
 MODEL_LABEL = "model_name"
+# Draft positions are below K (at most 14 on Ascend); a position label beyond this comes from a broken or
+# hostile exporter and would otherwise size a tuple.
+MAX_POSITIONS = 64
 
 
 @dataclass(frozen=True)
@@ -57,19 +61,28 @@ class Acceptance:
         )
 
 
+def _position(label: str | None) -> int:
+    if label is None or not label.isdigit() or int(label) >= MAX_POSITIONS:
+        raise ValueError(f"position label {label!r} is not a draft position (0 to {MAX_POSITIONS - 1})")
+    return int(label)
+
+
 def parse(text: str) -> dict[str, Acceptance]:
     """Acceptance per `model_name` found in a Prometheus text exposition; models without the speculative
-    counters (an engine running without speculation) are absent."""
+    counters (an engine running without speculation) are absent. ValueError when a speculative counter is
+    not a count (negative, NaN, infinite) or a position label is not a draft position."""
     totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     per_position: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name not in COUNTERS:
                 continue  # includes the `_created` timestamps exported beside each counter
+            if not math.isfinite(sample.value) or sample.value < 0:
+                raise ValueError(f"{sample.name} is {sample.value}, not a count")
             model = sample.labels.get(MODEL_LABEL, "")
             totals[model][sample.name] += sample.value
             if sample.name == ACCEPTED_PER_POSITION:
-                per_position[model][int(sample.labels["position"])] += sample.value
+                per_position[model][_position(sample.labels.get("position"))] += sample.value
     result = {}
     for model, counts in totals.items():
         positions = per_position[model]

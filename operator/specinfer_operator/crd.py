@@ -22,8 +22,12 @@ PRINTER_COLUMNS = [
     {"name": "K", "type": "integer", "jsonPath": ".status.speculation.numSpeculativeTokens"},
     {"name": "Ready", "type": "string", "jsonPath": ".status.ready"},
     {"name": "Status", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].reason'},
-    {"name": "Accept", "type": "number", "jsonPath": ".status.speculation.acceptanceRate", "priority": 1},
+    # Mean acceptance length (tokens per verification step) is what predicts the speed-up; the acceptance
+    # rate alone does not, since it ignores K. Both cover the last window, from the pods that answered.
+    {"name": "Accept-Len", "type": "number", "jsonPath": ".status.speculation.observed.meanAcceptanceLength"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    {"name": "Accept", "type": "number", "jsonPath": ".status.speculation.observed.acceptanceRate", "priority": 1},
+    {"name": "Measured", "type": "integer", "jsonPath": ".status.speculation.observed.podsMeasured", "priority": 1},
 ]
 
 _DROP = {"title", "$defs"}

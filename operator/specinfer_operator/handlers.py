@@ -71,6 +71,18 @@ def on_delete(name: str, namespace: str | None, **_: Any) -> None:
     metrics.forget(namespace or "", name)
 
 
+@kopf.on.event(GROUP, VERSION, PLURAL)
+def on_resource_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    """Keep the telemetry loop's view of each resource (settings, status) current, without reads."""
+    memo["telemetry"].resource_event(event.get("type"), dict(event["object"]))
+
+
+@kopf.on.event("v1", "pods", labels=CHILD_LABELS)
+def on_pod_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    """Keep the telemetry loop's scrape targets (Ready pods, their IPs and configurations) current."""
+    memo["telemetry"].pod_event(event.get("type"), dict(event["object"]))
+
+
 @kopf.on.event("apps", "v1", "deployments", labels=CHILD_LABELS)
 @kopf.on.event("v1", "pods", labels=CHILD_LABELS)
 def on_child(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:

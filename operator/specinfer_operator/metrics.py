@@ -22,6 +22,15 @@ ROLLOUTS_STARTED = Counter("specinfer_rollouts_started", "Rollouts of a new engi
 ROLLOUTS_FINISHED = Counter(
     "specinfer_rollouts_finished", "Rollouts finished, by result (complete, deadline_exceeded).", ["result"]
 )
+SCRAPES = Counter("specinfer_scrapes", "Scrapes of engine pods' /metrics, by result (ok, error).", ["result"])
+SCRAPE_SECONDS = Histogram(
+    "specinfer_scrape_duration_seconds",
+    "Time to read and parse one engine pod's /metrics.",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+)
+STATUS_WRITES = Counter(
+    "specinfer_status_writes", "Status patches of SpeculativeInferences, by writer (reconcile, telemetry).", ["writer"]
+)
 
 # Last published conditions of every resource this process reconciles: {(namespace, name): {type: status}}.
 _CONDITIONS: dict[tuple[str, str], dict[str, str]] = {}
@@ -31,8 +40,17 @@ def observe_conditions(namespace: str, name: str, conditions: list[dict[str, Any
     _CONDITIONS[(namespace, name)] = {c["type"]: c["status"] for c in conditions}
 
 
+# Last measured figures of every resource: {(namespace, name): (status.speculation.observed, low acceptance)}.
+_ACCEPTANCE: dict[tuple[str, str], tuple[dict[str, Any], bool]] = {}
+
+
+def observe_acceptance(namespace: str, name: str, observed: dict[str, Any], low: bool) -> None:
+    _ACCEPTANCE[(namespace, name)] = (observed, low)
+
+
 def forget(namespace: str, name: str) -> None:
     _CONDITIONS.pop((namespace, name), None)
+    _ACCEPTANCE.pop((namespace, name), None)
 
 
 class ResourcesByCondition(Collector):
@@ -48,4 +66,42 @@ class ResourcesByCondition(Collector):
         yield family
 
 
+class AcceptanceByResource(Collector):
+    """Each resource's windowed figures, as its status shows them (absent while nothing was drafted)."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        labels = ["namespace", "name"]
+        rate = GaugeMetricFamily(
+            "specinfer_acceptance_rate", "Accepted / draft tokens over the telemetry window.", labels=labels
+        )
+        length = GaugeMetricFamily(
+            "specinfer_mean_acceptance_length",
+            "1 + accepted / drafts over the telemetry window: tokens per verification step.",
+            labels=labels,
+        )
+        position = GaugeMetricFamily(
+            "specinfer_position_acceptance_rate",
+            "Accepted tokens at a draft position / drafts over the telemetry window.",
+            labels=[*labels, "position"],
+        )
+        drafts = GaugeMetricFamily("specinfer_window_drafts", "Drafts in the telemetry window.", labels=labels)
+        measured = GaugeMetricFamily(
+            "specinfer_pods_measured", "Pods of the current configuration that answered the last scrape.", labels=labels
+        )
+        low = GaugeMetricFamily("specinfer_low_acceptance", "1 while LowAcceptance is True.", labels=labels)
+        for (namespace, name), (observed, is_low) in sorted(_ACCEPTANCE.items()):
+            key = [namespace, name]
+            if "acceptanceRate" in observed:
+                rate.add_metric(key, observed["acceptanceRate"])
+            if "meanAcceptanceLength" in observed:
+                length.add_metric(key, observed["meanAcceptanceLength"])
+            for p, value in enumerate(observed.get("positionAcceptanceRates") or []):
+                position.add_metric([*key, str(p)], value)
+            drafts.add_metric(key, observed["drafts"])
+            measured.add_metric(key, observed["podsMeasured"])
+            low.add_metric(key, 1 if is_low else 0)
+        yield from (rate, length, position, drafts, measured, low)
+
+
 REGISTRY.register(ResourcesByCondition())
+REGISTRY.register(AcceptanceByResource())

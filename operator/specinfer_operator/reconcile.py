@@ -155,6 +155,7 @@ def publish(body: dict[str, Any], ctx: Context, verdict: Verdict, desired: Desir
     if patch is None:
         return
     ctx.kube.patch_status(meta["namespace"], meta["name"], patch)
+    metrics.STATUS_WRITES.labels(writer="reconcile").inc()
     metrics.observe_conditions(meta["namespace"], meta["name"], current["conditions"])
     for kind, reason, message in transitions(previous, current):
         status = next(c["status"] == "True" for c in current["conditions"] if c["type"] == kind)

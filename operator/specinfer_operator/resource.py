@@ -189,6 +189,49 @@ class ServiceSettings(Section):
     port: int = Field(default=8000, ge=1, le=65535, description="Port of the Service and of vLLM (vLLM: `--port`).")
 
 
+class TelemetrySettings(Section):
+    """How the operator measures speculation from the engines' own `/metrics` (vLLM's spec-decode counters)."""
+
+    enabled: bool = Field(default=True, description="Scrape the engines and report status.speculation.observed.")
+    interval_seconds: int | None = Field(
+        default=None,
+        ge=5,
+        le=3600,
+        description="Seconds between scrapes of each pod; the operator's --scrape-interval (30) when unset.",
+    )
+    window_seconds: int = Field(
+        default=300,
+        ge=60,
+        le=86400,
+        description="The figures are increases over this many seconds, not lifetime totals: a collapse shows "
+        "within one window.",
+    )
+    min_mean_acceptance_length: float = Field(
+        default=1.5,
+        ge=1,
+        le=15,
+        description="LowAcceptance is True while the window's mean acceptance length (tokens per verification "
+        "step, 1 + accepted / drafts) is below this: speculation then costs more than it gives.",
+    )
+    min_drafts: int = Field(
+        default=100,
+        ge=1,
+        le=1_000_000_000,
+        description="Drafts the window must hold before LowAcceptance is judged: a few drafts are no evidence.",
+    )
+
+    cel_rules: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            id="telemetry",
+            rule="!has(self.intervalSeconds) || self.intervalSeconds * 2 <= self.windowSeconds",
+            message="windowSeconds %d holds fewer than two scrapes every intervalSeconds %d: raise windowSeconds "
+            "or lower intervalSeconds",
+            args=("self.windowSeconds", "self.intervalSeconds"),
+            field_path=".windowSeconds",
+        ),
+    )
+
+
 _ENGINE_NPUS = "self.parallelism.tensor * self.parallelism.pipeline * self.parallelism.data"
 
 
@@ -201,6 +244,7 @@ class SpeculativeInferenceSpec(EngineSpec):
     placement: PlacementSettings = section_field(PlacementSettings, "Scheduling constraints.")
     rollout: RolloutSettings = section_field(RolloutSettings, "Rolling update behaviour.")
     service: ServiceSettings = section_field(ServiceSettings, "The Service.")
+    telemetry: TelemetrySettings = section_field(TelemetrySettings, "Acceptance measured from the engines.")
 
     cel_rules: ClassVar[tuple[Rule, ...]] = (
         *EngineSpec.cel_rules,
@@ -227,7 +271,8 @@ class Condition(Section):
 
     type: str = Field(
         max_length=64,
-        description="Ready, Progressing, Degraded, ConfigValid, and their kstatus mirrors Reconciling and Stalled.",
+        description="Ready, Progressing, Degraded, ConfigValid, LowAcceptance, and the kstatus mirrors "
+        "Reconciling and Stalled.",
     )
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
     reason: str = Field(default="", max_length=128, description="CamelCase reason.")
@@ -236,14 +281,40 @@ class Condition(Section):
     last_transition_time: str | None = Field(default=None, max_length=64, description="When status last changed.")
 
 
+class ObservedSpeculation(Section):
+    """Acceptance of the current configuration over the last window, from its engines' `/metrics`.
+
+    Only pods running the current configuration and answering the latest scrape count; the ratios are
+    absent while the window holds no drafts (no evidence either way)."""
+
+    config_hash: str = Field(max_length=64, description="The configuration measured (status.configHash).")
+    window_seconds: int = Field(description="Seconds the figures cover (shorter than the window after a start).")
+    measured_time: str = Field(max_length=64, description="When the pods were last scraped (RFC 3339).")
+    pods: int = Field(description="Ready pods running the current configuration.")
+    pods_measured: int = Field(description="Of those, the pods that answered the latest scrape.")
+    drafts: int = Field(description="Verification steps with a draft in the window (vLLM num_drafts).")
+    draft_tokens: int = Field(description="Tokens proposed in the window (vLLM num_draft_tokens).")
+    accepted_tokens: int = Field(description="Proposed tokens the target accepted in the window.")
+    acceptance_rate: float | None = Field(default=None, description="accepted / draft tokens.")
+    mean_acceptance_length: float | None = Field(
+        default=None,
+        description="1 + accepted / drafts: tokens produced per verification step, what predicts the speed-up.",
+    )
+    position_acceptance_rates: list[float] | None = Field(
+        default=None,
+        max_length=64,
+        description="Per draft position p: accepted at p / drafts. Falling fast with p means a smaller K serves "
+        "as many tokens for less verification work.",
+    )
+
+
 class SpeculationStatus(Section):
     """The speculation actually rendered, and how well it works."""
 
     method: str | None = Field(default=None, max_length=64, description="Method vLLM runs (aliases resolved).")
     num_speculative_tokens: int | None = Field(default=None, description="K as rendered.")
     capture_sizes: list[int] | None = Field(default=None, max_length=64, description="Capture sizes rendered.")
-    acceptance_rate: float | None = Field(default=None, description="Accepted / drafted tokens.")
-    mean_acceptance_length: float | None = Field(default=None, description="1 + accepted / drafts.")
+    observed: ObservedSpeculation | None = Field(default=None, description="Acceptance measured from the engines.")
 
 
 class SpeculativeInferenceStatus(Section):
@@ -254,7 +325,7 @@ class SpeculativeInferenceStatus(Section):
         default=None,
         max_length=16,
         description="Ready, Progressing, Degraded, ConfigValid; Reconciling and Stalled mirror Progressing and "
-        "Degraded for kstatus (Flux).",
+        "Degraded for kstatus (Flux); LowAcceptance once the engines have drafted enough to judge.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
     replicas: int | None = Field(default=None, description="Pods of the current Deployment.")

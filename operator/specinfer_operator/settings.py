@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specinfer_operator.children import DEFAULT_NPU_RESOURCE, DEFAULT_RUNTIME_IMAGE
+from specinfer_operator.telemetry import ScrapeConfig
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class Settings:
     leader_election: bool
     leader_election_namespace: str
     leader_election_id: str
+    scrape: ScrapeConfig
 
 
 def _env(name: str, default: str) -> str:
@@ -91,7 +93,36 @@ def parse(argv: Sequence[str] | None = None) -> Settings:
         default=_env("SPECINFER_LEADER_ELECTION_ID", "specinfer-operator"),
         help="name of the Lease (SPECINFER_LEADER_ELECTION_ID)",
     )
+    default = ScrapeConfig()
+    p.add_argument(
+        "--scrape-interval",
+        type=float,
+        default=float(_env("SPECINFER_SCRAPE_INTERVAL", str(default.interval))),
+        help="seconds between scrapes of each engine pod's /metrics for acceptance, unless a resource sets "
+        "spec.telemetry.intervalSeconds; 0 turns the scraping off (SPECINFER_SCRAPE_INTERVAL)",
+    )
+    p.add_argument(
+        "--scrape-timeout",
+        type=float,
+        default=float(_env("SPECINFER_SCRAPE_TIMEOUT", str(default.timeout))),
+        help="seconds one pod's /metrics may take, connect to last byte (SPECINFER_SCRAPE_TIMEOUT)",
+    )
+    p.add_argument(
+        "--scrape-concurrency",
+        type=int,
+        default=int(_env("SPECINFER_SCRAPE_CONCURRENCY", str(default.concurrency))),
+        help="pods scraped at once (SPECINFER_SCRAPE_CONCURRENCY)",
+    )
+    p.add_argument(
+        "--status-refresh",
+        type=float,
+        default=float(_env("SPECINFER_STATUS_REFRESH", str(default.refresh))),
+        help="seconds a steady acceptance figure goes without a status write; figures that move beyond their "
+        "tolerance are written at once (SPECINFER_STATUS_REFRESH)",
+    )
     args = p.parse_args(argv)
+    if args.scrape_interval < 0 or args.scrape_timeout <= 0 or args.scrape_concurrency < 1 or args.status_refresh <= 0:
+        p.error("--scrape-interval must be >= 0, --scrape-timeout and --status-refresh > 0, --scrape-concurrency >= 1")
     namespaces = args.namespaces or [n for n in _env("SPECINFER_NAMESPACES", "").split(",") if n]
     return Settings(
         runtime_image=args.runtime_image,
@@ -104,4 +135,5 @@ def parse(argv: Sequence[str] | None = None) -> Settings:
         leader_election=args.leader_election,
         leader_election_namespace=args.leader_election_namespace,
         leader_election_id=args.leader_election_id,
+        scrape=ScrapeConfig(args.scrape_interval, args.scrape_timeout, args.scrape_concurrency, args.status_refresh),
     )

@@ -16,6 +16,9 @@ from typing import Any
 
 from specinfer_operator.children import CONFIG_HASH_ANNOTATION
 
+# Written by the telemetry loop (observation.py); reconcile carries it while the figures it judged stay.
+MEASURED_CONDITION = "LowAcceptance"
+
 # kstatus's abnormal-true conditions, each the mirror of one of ours; events report only the originals.
 KSTATUS_MIRRORS = {"Reconciling": "Progressing", "Stalled": "Degraded"}
 
@@ -194,20 +197,19 @@ def compute(
             generation,
             before,
             now,
-        )
+        ) + measured_conditions(before)
         return status
 
     state = health(desired, observed)
     status["ready"] = f"{status['readyReplicas']}/{desired.replicas}"
+    measured = (previous.get("speculation") or {}).get("observed")
+    if measured is not None and measured.get("configHash") != desired.config_hash:
+        measured = None  # figures of the previous configuration: the new one has not been measured yet
     status["speculation"] = {
         "method": desired.method,
         "numSpeculativeTokens": desired.num_speculative_tokens,
         **({"captureSizes": desired.capture_sizes} if desired.capture_sizes else {}),
-        **{
-            k: v
-            for k, v in (previous.get("speculation") or {}).items()
-            if k in ("acceptanceRate", "meanAcceptanceLength")
-        },
+        **({"observed": measured} if measured is not None else {}),
     }
     status["endpoint"] = desired.endpoint
     status["configHash"] = desired.config_hash
@@ -241,8 +243,13 @@ def compute(
         generation,
         before,
         now,
-    )
+    ) + (measured_conditions(before) if measured is not None else [])
     return status
+
+
+def measured_conditions(before: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The telemetry loop's condition, kept as it wrote it."""
+    return [c for c in before if c.get("type") == MEASURED_CONDITION]
 
 
 def with_mirrors(

@@ -29,7 +29,10 @@ from specinfer_runtime.validation import validate
 
 log = logging.getLogger("specinfer_runtime")
 
-MIN_SHARED_MEMORY = 1 << 30  # vLLM's worker processes exchange tensors through /dev/shm
+MIN_SHARED_MEMORY = 1 << 30
+# The address vLLM listens on instead of every interface: the pod's own IP where several engines share a
+# network namespace (hostNetwork pods on one node, a local cluster with simulated pods).
+LISTEN_ADDRESS_ENV = "SPECINFER_LISTEN_ADDRESS"  # vLLM's worker processes exchange tensors through /dev/shm
 
 
 class PreflightError(Exception):
@@ -138,7 +141,15 @@ def prepare(config: str, argv: Sequence[str], environment: Environment | None) -
     problems = check(spec, environment, preflight.read_model_config)
     if problems:
         raise PreflightError("preflight failed: " + "; ".join(problems))
-    return command
+    return listening(command, environment.env.get(LISTEN_ADDRESS_ENV, "").strip())
+
+
+def listening(command: list[str], address: str) -> list[str]:
+    """The command with `--host` set to `address` (unchanged when it is empty)."""
+    if not address or "--host" not in command:
+        return command
+    at = command.index("--host") + 1
+    return [*command[:at], address, *command[at + 1 :]]
 
 
 def main(args: Sequence[str] | None = None) -> None:

@@ -118,9 +118,19 @@ def test_names_columns_and_subresources() -> None:
     spec = crd()["spec"]
     assert spec["names"]["shortNames"] == ["specinference", "specinf"]
     version = spec["versions"][0]
-    assert [c["name"] for c in version["additionalPrinterColumns"] if c.get("priority", 0) == 0] == [
-        "Method", "K", "Ready", "Status", "Age",
+    columns = version["additionalPrinterColumns"]
+    assert [c["name"] for c in columns if c.get("priority", 0) == 0] == [
+        "Method", "K", "Ready", "Status", "Accept-Len", "Age",
     ]  # fmt: skip
+    assert [c["name"] for c in columns if c.get("priority", 0) == 1] == ["Accept", "Measured"]
+    schema = version["schema"]["openAPIV3Schema"]
+    for column in columns:  # a column whose path the schema lacks stays empty forever
+        if "[" in column["jsonPath"] or column["jsonPath"].startswith(".metadata"):
+            continue
+        node = schema
+        for key in column["jsonPath"].strip(".").split("."):
+            node = node["properties"][key]
+        assert node["type"] == column["type"], column
     assert version["subresources"]["status"] == {}
     assert version["subresources"]["scale"]["specReplicasPath"] == ".spec.replicas"
 

@@ -1,0 +1,132 @@
+"""What the measured figures change in a resource's status (pure: status and figures in, patch out).
+
+Scrapes run every 30 s; status writes must not. A write happens when a figure moved beyond its tolerance,
+the pods measured changed, LowAcceptance changed, or the last write is older than the refresh interval,
+so a steady fleet of N resources costs at most N writes per refresh interval.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from specinfer_operator.resource import TelemetrySettings
+from specinfer_operator.status import MEASURED_CONDITION as LOW_ACCEPTANCE
+from specinfer_operator.status import condition
+from specinfer_operator.window import Figures
+
+RATE_TOLERANCE = 0.01  # acceptance rate and per-position rates, absolute
+LENGTH_TOLERANCE = 0.02  # mean acceptance length, tokens per step
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+@dataclass(frozen=True)
+class Update:
+    """A status merge patch and the events that go with it."""
+
+    patch: dict[str, Any]
+    events: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+def observed(figures: Figures, config_hash: str, now: str) -> dict[str, Any]:
+    """status.speculation.observed for these figures."""
+    counts, ratios = figures.counts, figures.acceptance
+    out: dict[str, Any] = {
+        "configHash": config_hash,
+        "windowSeconds": round(figures.seconds),
+        "measuredTime": now,
+        "pods": figures.pods,
+        "podsMeasured": figures.pods_measured,
+        "drafts": counts.drafts,
+        "draftTokens": counts.draft_tokens,
+        "acceptedTokens": counts.accepted,
+    }
+    if ratios.acceptance_rate is not None:
+        out["acceptanceRate"] = round(ratios.acceptance_rate, 4)
+    if ratios.mean_acceptance_length is not None:
+        out["meanAcceptanceLength"] = round(ratios.mean_acceptance_length, 3)
+    if ratios.position_rates is not None:
+        out["positionAcceptanceRates"] = [round(r, 4) for r in ratios.position_rates]
+    return out
+
+
+def _evidence(obs: dict[str, Any]) -> str:
+    return f"over the last {obs['windowSeconds']} s ({obs['drafts']} drafts from {obs['podsMeasured']} pods)"
+
+
+def low_acceptance(
+    obs: dict[str, Any], settings: TelemetrySettings, previous: list[dict[str, Any]], generation: int, now: str
+) -> dict[str, Any] | None:
+    """The LowAcceptance condition: judged only on enough drafts, else left as it was (None if never judged)."""
+    before = next((c for c in previous if c.get("type") == LOW_ACCEPTANCE), None)
+    length = obs.get("meanAcceptanceLength")
+    if length is None or obs["drafts"] < settings.min_drafts:
+        return before
+    floor = settings.min_mean_acceptance_length
+    if length < floor:
+        message = (
+            f"mean acceptance length {length:.2f} is below {floor:g} {_evidence(obs)}: speculation costs more "
+            "than it gives; lower numSpeculativeTokens, or try another method or draft model"
+        )
+        return condition(LOW_ACCEPTANCE, True, "BelowThreshold", message, generation, previous, now)
+    message = f"mean acceptance length {length:.2f} is at least {floor:g} {_evidence(obs)}"
+    return condition(LOW_ACCEPTANCE, False, "AboveThreshold", message, generation, previous, now)
+
+
+def moved(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """Whether `after` tells the reader something `before` does not (counts alone always move)."""
+    if any(before.get(k) != after.get(k) for k in ("configHash", "pods", "podsMeasured")):
+        return True
+    for key, tolerance in (("acceptanceRate", RATE_TOLERANCE), ("meanAcceptanceLength", LENGTH_TOLERANCE)):
+        a, b = before.get(key), after.get(key)
+        if (a is None) != (b is None) or (a is not None and b is not None and abs(a - b) > tolerance):
+            return True
+    a_rates, b_rates = before.get("positionAcceptanceRates") or [], after.get("positionAcceptanceRates") or []
+    if len(a_rates) != len(b_rates):
+        return True
+    return any(abs(x - y) > RATE_TOLERANCE for x, y in zip(a_rates, b_rates, strict=True))
+
+
+def _age(then: str | None, now: str) -> float:
+    try:
+        return (datetime.strptime(now, TIME_FORMAT) - datetime.strptime(then or "", TIME_FORMAT)).total_seconds()
+    except ValueError:
+        return float("inf")
+
+
+def update(
+    status: dict[str, Any],
+    figures: Figures,
+    settings: TelemetrySettings,
+    generation: int,
+    now: str,
+    refresh: float,
+) -> Update | None:
+    """The status change these figures call for, or None. `status` is the resource's current status: the
+    figures belong to its configHash (the caller measured the pods running it)."""
+    config_hash = status.get("configHash")
+    if not config_hash:
+        return None
+    speculation = status.get("speculation") or {}
+    before = speculation.get("observed")
+    if before is not None and before.get("configHash") != config_hash:
+        before = None
+    after = observed(figures, config_hash, now)
+    conditions = status.get("conditions") or []
+    old = next((c for c in conditions if c.get("type") == LOW_ACCEPTANCE), None)
+    new = low_acceptance(after, settings, conditions, generation, now)
+    judged = new is not None and new is not old
+    turned = judged and (old or {}).get("reason") != (new or {}).get("reason")
+    stale = before is not None and _age(before.get("measuredTime"), now) >= refresh
+    if before is not None and not turned and not stale and not moved(before, after):
+        return None
+    patch: dict[str, Any] = {"speculation": {"observed": after}}
+    if judged:  # its message carries the figures: refresh it with them
+        patch["conditions"] = [c for c in conditions if c.get("type") != LOW_ACCEPTANCE] + [new]
+    events = []
+    if turned and new is not None and new["status"] == "True":
+        events.append(("Warning", LOW_ACCEPTANCE, new["message"]))
+    elif turned and new is not None and old is not None and old["status"] == "True":
+        events.append(("Normal", "AcceptanceRecovered", new["message"]))
+    return Update(patch, events)

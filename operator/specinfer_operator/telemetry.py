@@ -1,0 +1,224 @@
+"""The measuring loop: scrape each resource's engines, window the counters, publish what moved.
+
+Pods and resources are known from the operator's watches (kopf events feed `pod_event` and
+`resource_event`), so a scrape round makes no API request; the API server sees a status write only when
+observation.py finds one worth making, preceded by one read of the resource to patch its latest status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from specinfer_operator import metrics, observation
+from specinfer_operator.children import CONFIG_HASH_ANNOTATION
+from specinfer_operator.kube import Kube
+from specinfer_operator.resource import TelemetrySettings
+from specinfer_operator.scrape import Endpoint, ScrapeError, scrape
+from specinfer_operator.status import MEASURED_CONDITION
+from specinfer_operator.window import Counts, Figures, History, Sample, aggregate
+from specinfer_runtime.engine import ENGINE_PORT
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]  # (namespace, resource name)
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+# Samples kept per pod beyond what the window needs: a hard bound whatever the settings.
+MAX_SAMPLES = 1000
+
+
+@dataclass(frozen=True)
+class ScrapeConfig:
+    """The operator-wide settings (flags); each resource's spec.telemetry refines them."""
+
+    interval: float = 30
+    timeout: float = 2
+    concurrency: int = 16
+    refresh: float = 300
+
+
+@dataclass(frozen=True)
+class Target:
+    """A pod worth scraping: Ready, with an address, running a known configuration."""
+
+    pod: str
+    series: str  # changes when a container restarts: its counters start again from zero
+    config_hash: str
+    endpoint: Endpoint
+
+
+def _engine_port(pod: dict[str, Any]) -> int:
+    for container in pod.get("spec", {}).get("containers", []):
+        for port in container.get("ports", []):
+            if port.get("name") == "http":
+                return int(port["containerPort"])
+    return ENGINE_PORT
+
+
+def target_of(pod: dict[str, Any]) -> Target | None:
+    """The pod as a scrape target, or None while it cannot answer (not Ready, no IP, terminating)."""
+    meta, status = pod.get("metadata", {}), pod.get("status", {})
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", []))
+    config_hash = (meta.get("annotations") or {}).get(CONFIG_HASH_ANNOTATION)
+    if not ready or not status.get("podIP") or meta.get("deletionTimestamp") or not config_hash:
+        return None
+    restarts = sum(int(c.get("restartCount", 0)) for c in status.get("containerStatuses", []))
+    return Target(
+        pod=meta["name"],
+        series=f"{meta.get('uid', '')}/{restarts}",
+        config_hash=config_hash,
+        endpoint=Endpoint(status["podIP"], _engine_port(pod)),
+    )
+
+
+@dataclass
+class Watched:
+    """What the loop knows of one resource, kept current by watch events."""
+
+    settings: TelemetrySettings = field(default_factory=TelemetrySettings)
+    status: dict[str, Any] = field(default_factory=dict)
+    generation: int = 0
+    targets: dict[str, Target] = field(default_factory=dict)
+    histories: dict[str, History] = field(default_factory=dict)
+    due: float = 0.0
+
+    def current(self) -> list[Target]:
+        """Pods of the configuration the status names: a rollout's old pods are left out."""
+        config_hash = self.status.get("configHash")
+        return [t for t in self.targets.values() if t.config_hash == config_hash]
+
+
+class Telemetry:
+    """One loop for every resource, on a bounded pool of scraping threads."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        events: Callable[[dict[str, Any], str, str, str], None],
+        lock: Callable[[str, str], threading.Lock],
+        config: ScrapeConfig,
+        now: Callable[[], str],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.kube, self.events, self.lock, self.config, self.now, self.clock = kube, events, lock, config, now, clock
+        self._watched: dict[Key, Watched] = {}
+        self._guard = threading.Lock()
+        self._pool = ThreadPoolExecutor(config.concurrency, "scrape")
+
+    def resource_event(self, kind: str | None, body: dict[str, Any]) -> None:
+        meta = body.get("metadata", {})
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        with self._guard:
+            if kind == "DELETED":
+                self._watched.pop(key, None)
+                return
+            watched = self._watched.setdefault(key, Watched())
+            # An invalid spec keeps the settings it was last measured with.
+            with contextlib.suppress(ValidationError):
+                watched.settings = TelemetrySettings.model_validate((body.get("spec") or {}).get("telemetry") or {})
+            watched.status = dict(body.get("status") or {})
+            watched.generation = int(meta.get("generation") or 0)
+
+    def pod_event(self, kind: str | None, body: dict[str, Any]) -> None:
+        meta = body.get("metadata", {})
+        owner = (meta.get("labels") or {}).get(INSTANCE_LABEL)
+        if not owner:
+            return
+        name = meta.get("name", "")
+        with self._guard:
+            watched = self._watched.setdefault((meta.get("namespace", ""), owner), Watched())
+            target = None if kind == "DELETED" else target_of(body)
+            if target is None:
+                watched.targets.pop(name, None)
+            else:
+                watched.targets[name] = target
+            if kind == "DELETED":
+                watched.histories.pop(name, None)
+
+    def run(self, stop: threading.Event) -> None:
+        """Scrape whatever is due, about once a second, until `stop` is set."""
+        while not stop.wait(1.0):
+            try:
+                self.tick()
+            except Exception:  # the loop must outlive one bad round; the next one retries
+                log.exception("telemetry round failed")
+
+    def _interval(self, watched: Watched) -> float:
+        return float(watched.settings.interval_seconds or self.config.interval)
+
+    def tick(self) -> None:
+        """One round: scrape the pods of every due resource concurrently, then window and publish."""
+        started = self.clock()
+        with self._guard:
+            due = [
+                (key, w, w.current())
+                for key, w in self._watched.items()
+                if w.settings.enabled and w.status.get("configHash") and w.due <= started
+            ]
+            for _, watched, _ in due:
+                watched.due = started + self._interval(watched)
+        jobs = [(key, target) for key, _, targets in due for target in targets]
+        results = dict(zip(jobs, self._pool.map(lambda job: self._scrape(job[1]), jobs), strict=True))
+        for key, watched, targets in due:
+            fresh = set()
+            with self._guard:
+                for target in targets:
+                    sample = results[(key, target)]
+                    if sample is None:
+                        continue
+                    fresh.add(target.pod)
+                    history = watched.histories.setdefault(target.pod, History(MAX_SAMPLES))
+                    history.record(sample, watched.settings.window_seconds)
+                figures = aggregate(
+                    watched.histories, len(targets), fresh, self.clock(), watched.settings.window_seconds
+                )
+            self._publish(key, watched, figures)
+
+    def _scrape(self, target: Target) -> Sample | None:
+        started = self.clock()
+        try:
+            counts = scrape(target.endpoint, self.config.timeout) or Counts()
+        except ScrapeError as error:
+            log.debug("scrape of pod %s failed: %s", target.pod, error)
+            metrics.SCRAPES.labels(result="error").inc()
+            return None
+        finished = self.clock()
+        metrics.SCRAPES.labels(result="ok").inc()
+        metrics.SCRAPE_SECONDS.observe(finished - started)
+        return Sample(finished, target.series, counts)
+
+    def _publish(self, key: Key, watched: Watched, figures: Figures) -> None:
+        namespace, name = key
+        now = self.now()
+        config_hash = watched.status.get("configHash", "")
+        low = any(
+            c.get("type") == MEASURED_CONDITION and c.get("status") == "True"
+            for c in watched.status.get("conditions") or []
+        )
+        metrics.observe_acceptance(namespace, name, observation.observed(figures, config_hash, now), low)
+        refresh = self.config.refresh
+        if observation.update(watched.status, figures, watched.settings, watched.generation, now, refresh) is None:
+            return  # decided on the watched status: no read, no write
+        with self.lock(namespace, name):
+            body = self.kube.resource(namespace, name)
+            if body is None:
+                return
+            status = body.get("status") or {}
+            if status.get("configHash") != config_hash:
+                return  # a new configuration since the scrape: these figures are not its own
+            generation = int(body["metadata"].get("generation") or 0)
+            change = observation.update(status, figures, watched.settings, generation, now, refresh)
+            if change is None:
+                return
+            self.kube.patch_status(namespace, name, change.patch)
+            metrics.STATUS_WRITES.labels(writer="telemetry").inc()
+        for kind, reason, message in change.events:
+            self.events(body, kind, reason, message)
