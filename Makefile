@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup run test lint typecheck unit package e2e engine crd vllm-flags bench bench-operator clean
+.PHONY: setup run test lint typecheck unit package e2e engine crd vllm-flags bench bench-operator bench-telemetry clean
 
 setup: $(STAMP)
 
@@ -36,14 +36,15 @@ unit: setup
 package: setup
 	$(BIN)/pytest tests/package
 
-## e2e: the e2e suite against a local control plane (built from Go modules on first use), stopped afterwards;
+## e2e: the e2e suite against a local control plane (built from Go modules on first use), stopped afterwards,
+## with a real engine (the engine venv) behind the pods of the acceptance tests;
 ## SPECINFER_E2E_KUBECONFIG=FILE runs it against that cluster instead
 e2e: setup
 ifdef SPECINFER_E2E_KUBECONFIG
-	$(BIN)/pytest tests/e2e
+	venv="$$(hack/engine-venv)" && SPECINFER_ENGINE_VENV="$$venv" $(BIN)/pytest tests/e2e
 else
-	@was_up=0; hack/cluster status >/dev/null 2>&1 && was_up=1; \
-	hack/cluster up --nodes 2 --npus 8 && $(BIN)/pytest tests/e2e; status=$$?; \
+	@venv="$$(hack/engine-venv)" || exit 1; was_up=0; hack/cluster status >/dev/null 2>&1 && was_up=1; \
+	hack/cluster up --nodes 2 --npus 8 && SPECINFER_ENGINE_VENV="$$venv" $(BIN)/pytest tests/e2e; status=$$?; \
 	[ $$was_up = 1 ] || hack/cluster down; exit $$status
 endif
 
@@ -69,6 +70,10 @@ bench: setup
 ## bench-operator: the operator on the local control plane (latency, 500 resources, RSS, idle writes)
 bench-operator: setup
 	$(BIN)/python bench/operator.py
+
+## bench-telemetry: the scrape loop's cost with 500 resources of 2 pods each (CPU, RSS, status writes/min)
+bench-telemetry: setup
+	$(BIN)/python -m bench.telemetry
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

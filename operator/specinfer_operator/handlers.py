@@ -11,6 +11,7 @@ from specinfer_operator import metrics
 from specinfer_operator.children import MANAGER, label_selector
 from specinfer_operator.reconcile import APPLY_REJECTED, Context, reconcile, refresh
 from specinfer_operator.resource import GROUP, PLURAL, VERSION
+from specinfer_operator.telemetry import Telemetry
 
 CHILD_LABELS = {"app.kubernetes.io/managed-by": MANAGER}
 
@@ -32,6 +33,18 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # Read the API's resource list once at start instead of watching CRDs and namespaces: the watched
     # namespaces are named exactly, and the RBAC then needs no cluster-wide read of either.
     settings.scanning.disabled = True
+
+
+@kopf.on.startup()
+def start_telemetry(memo: kopf.Memo, **_: Any) -> None:
+    telemetry: Telemetry = memo["telemetry"]
+    if telemetry.config.interval > 0:
+        telemetry.start()
+
+
+@kopf.on.cleanup()
+def stop_telemetry(memo: kopf.Memo, **_: Any) -> None:
+    memo["telemetry"].stop()
 
 
 @kopf.index("v1", "nodes")

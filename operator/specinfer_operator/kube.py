@@ -93,6 +93,34 @@ class Kube:
     def resource(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.get(f"{GROUP}/{VERSION}", PLURAL, namespace, name)
 
+    def event(self, body: dict[str, Any], type: str, reason: str, message: str, now: str) -> None:
+        """A core/v1 Event about `body`, as `kubectl describe` and `kubectl get events` show them."""
+        meta = body["metadata"]
+        self.create(
+            "v1",
+            "events",
+            meta["namespace"],
+            {
+                "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+                "involvedObject": {
+                    "apiVersion": body.get("apiVersion", f"{GROUP}/{VERSION}"),
+                    "kind": body.get("kind", "SpeculativeInference"),
+                    "name": meta["name"],
+                    "namespace": meta["namespace"],
+                    "uid": meta.get("uid"),
+                    "resourceVersion": meta.get("resourceVersion"),
+                },
+                "type": type,
+                "reason": reason,
+                "message": message[:1024],
+                "source": {"component": MANAGER},
+                "reportingComponent": MANAGER,
+                "firstTimestamp": now,
+                "lastTimestamp": now,
+                "count": 1,
+            },
+        )
+
     def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Merge-patch the status subresource; keys set to None are removed."""
         path = f"{collection(f'{GROUP}/{VERSION}', PLURAL, namespace)}/{name}/status"

@@ -86,20 +86,14 @@ def run(settings: Settings) -> None:
 
         elector.keep(lost=step_down)
     ctx = Context(kube, RenderDefaults(settings.runtime_image, settings.npu_resource_name), post_event)
-    telemetry = Telemetry(kube, post_event, ctx.lock, settings.scrape, ctx.now)
-    stop = threading.Event()
-    if settings.scrape.interval > 0:
-        threading.Thread(target=telemetry.run, args=(stop,), name="telemetry", daemon=True).start()
-    try:
-        kopf.run(
-            standalone=True,
-            clusterwide=not settings.namespaces,
-            namespaces=settings.namespaces,
-            liveness_endpoint=f"http://0.0.0.0:{settings.health_port}/healthz",
-            memo=kopf.Memo(ctx=ctx, telemetry=telemetry),
-        )
-    finally:
-        stop.set()
+    telemetry = Telemetry(kube, ctx.lock, settings.scrape, ctx.now)
+    kopf.run(
+        standalone=True,
+        clusterwide=not settings.namespaces,
+        namespaces=settings.namespaces,
+        liveness_endpoint=f"http://0.0.0.0:{settings.health_port}/healthz",
+        memo=kopf.Memo(ctx=ctx, telemetry=telemetry),
+    )
     if lost.is_set():
         raise SystemExit("lost leadership")
 

@@ -108,10 +108,8 @@ def update(
     config_hash = status.get("configHash")
     if not config_hash:
         return None
-    speculation = status.get("speculation") or {}
-    before = speculation.get("observed")
-    if before is not None and before.get("configHash") != config_hash:
-        before = None
+    written = (status.get("speculation") or {}).get("observed") or {}
+    before = written if written.get("configHash") == config_hash else None
     after = observed(figures, config_hash, now)
     conditions = status.get("conditions") or []
     old = next((c for c in conditions if c.get("type") == LOW_ACCEPTANCE), None)
@@ -121,7 +119,8 @@ def update(
     stale = before is not None and _age(before.get("measuredTime"), now) >= refresh
     if before is not None and not turned and not stale and not moved(before, after):
         return None
-    patch: dict[str, Any] = {"speculation": {"observed": after}}
+    # A merge patch keeps keys it does not name: a ratio that is gone (no drafts) is removed explicitly.
+    patch: dict[str, Any] = {"speculation": {"observed": {**dict.fromkeys(written), **after}}}
     if judged:  # its message carries the figures: refresh it with them
         patch["conditions"] = [c for c in conditions if c.get("type") != LOW_ACCEPTANCE] + [new]
     events = []

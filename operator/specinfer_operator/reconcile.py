@@ -107,10 +107,17 @@ def drifted(desired: Any, live: Any) -> bool:
 
 
 def status_patch(previous: dict[str, Any], current: dict[str, Any]) -> dict[str, Any] | None:
-    """A merge patch turning `previous` into `current` (None when equal: no write at steady state)."""
+    """A merge patch turning `previous` into `current` (None when equal: no write at steady state).
+
+    Keys that went away are set to null at every depth: a merge patch keeps whatever it does not name, so
+    `speculation.observed` of a replaced configuration would otherwise survive the new one."""
     if previous == current:
         return None
     patch: dict[str, Any] = dict(current)
+    for key, value in current.items():
+        before = previous.get(key)
+        if isinstance(value, dict) and isinstance(before, dict):
+            patch[key] = status_patch(before, value) or value
     for key in previous:
         if key not in current:
             patch[key] = None

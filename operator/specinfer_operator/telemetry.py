@@ -102,16 +102,22 @@ class Telemetry:
     def __init__(
         self,
         kube: Kube,
-        events: Callable[[dict[str, Any], str, str, str], None],
         lock: Callable[[str, str], threading.Lock],
         config: ScrapeConfig,
         now: Callable[[], str],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.kube, self.events, self.lock, self.config, self.now, self.clock = kube, events, lock, config, now, clock
+        self.kube, self.lock, self.config, self.now, self.clock = kube, lock, config, now, clock
         self._watched: dict[Key, Watched] = {}
         self._guard = threading.Lock()
         self._pool = ThreadPoolExecutor(config.concurrency, "scrape")
+        self._stop = threading.Event()
+
+    def start(self) -> None:
+        threading.Thread(target=self.run, args=(self._stop,), name="telemetry", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
 
     def resource_event(self, kind: str | None, body: dict[str, Any]) -> None:
         meta = body.get("metadata", {})
@@ -221,4 +227,5 @@ class Telemetry:
             self.kube.patch_status(namespace, name, change.patch)
             metrics.STATUS_WRITES.labels(writer="telemetry").inc()
         for kind, reason, message in change.events:
-            self.events(body, kind, reason, message)
+            # Posted directly: kopf.event needs kopf's context, which this thread does not have.
+            self.kube.event(body, kind, reason, message, now)

@@ -24,6 +24,9 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
+# The real engine (skipped without SPECINFER_ENGINE_VENV) for the tests that put one behind a pod.
+from tests.engine.conftest import engine_env, engine_venv, models  # noqa: F401
+
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "hack" / "cluster"
 CRD_NAME = "speculativeinferences.specinfer.io"

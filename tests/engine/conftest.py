@@ -141,18 +141,19 @@ def models(engine_venv: Path, tmp_path_factory: pytest.TempPathFactory) -> TinyM
     return TinyModels.from_json(engine_python(engine_venv, "-m", "tests.engine.tinymodel", str(hf_home), timeout=300))
 
 
-@pytest.fixture(scope="session")
-def engine_env(engine_venv: Path, models: TinyModels, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def environment(engine_venv: Path, hf_home: Path, scratch: Path) -> dict[str, str]:
     """The server's environment: the `vllm` shim first on PATH, the offline model cache, loopback only."""
-    shim_dir = tmp_path_factory.mktemp("shim-bin")
+    shim_dir = scratch / "shim-bin"
+    shim_dir.mkdir(parents=True, exist_ok=True)
     shim = shim_dir / "vllm"
     shim.write_text(VLLM_SHIM.format(python=engine_venv / "bin" / "python"))
     shim.chmod(0o755)
-    state = tmp_path_factory.mktemp("engine-state")
+    state = scratch / "engine-state"
+    state.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")}
     env.update(
         PATH=os.pathsep.join([str(shim_dir), str(engine_venv / "bin"), env.get("PATH", "")]),
-        HF_HOME=str(models.hf_home),
+        HF_HOME=str(hf_home),
         HF_HUB_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
         VLLM_CPU_KVCACHE_SPACE="1",  # GiB
@@ -165,6 +166,11 @@ def engine_env(engine_venv: Path, models: TinyModels, tmp_path_factory: pytest.T
         PYTHONUNBUFFERED="1",
     )
     return env
+
+
+@pytest.fixture(scope="session")
+def engine_env(engine_venv: Path, models: TinyModels, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return environment(engine_venv, models.hf_home, tmp_path_factory.mktemp("engine"))
 
 
 def engine_config(models: TinyModels, speculative: dict[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from specinfer_runtime.argv import vllm_argv
-from specinfer_runtime.launcher import Environment, PreflightError, check, main, prepare
+from specinfer_runtime.launcher import Environment, PreflightError, check, listening, main, prepare
 from tests.unit.helpers import engine
 
 EAGLE = {
@@ -97,3 +97,9 @@ def test_invalid_config_is_one_line_in_the_termination_log(tmp_path: Path, capsy
 def test_dry_run_prints_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     main(["--config", write(tmp_path, EAGLE), "--dry-run"])
     assert capsys.readouterr().out.split() == vllm_argv(engine(EAGLE))
+
+
+def test_the_listen_address_replaces_every_interface() -> None:
+    command = ["vllm", "serve", "m", "--host", "0.0.0.0", "--port", "8000"]
+    assert listening(command, "127.100.0.7") == ["vllm", "serve", "m", "--host", "127.100.0.7", "--port", "8000"]
+    assert listening(command, "") == command

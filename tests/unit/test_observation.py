@@ -127,3 +127,12 @@ def test_reconcile_keeps_the_measured_figures_of_its_configuration_only() -> Non
     refused = compute(4, Verdict(False, "InvalidSpec", "bad"), None, Observed(DEPLOYMENT, []), previous, T1)
     assert refused["speculation"]["observed"] == previous["speculation"]["observed"]  # the old pods still serve
     assert low in refused["conditions"]
+
+
+def test_ratios_that_are_gone_are_removed_by_the_merge_patch() -> None:
+    current = written(status(), figures(200, 600))
+    silent = update(current, Figures(2, 0, 0.0, Counts()), SETTINGS, 3, T1, refresh=300)
+    assert silent is not None
+    obs = silent.patch["speculation"]["observed"]
+    assert obs["meanAcceptanceLength"] is None  # null deletes the key; left out, it would stay as it was
+    assert (obs["podsMeasured"], obs["drafts"]) == (0, 0)

@@ -168,6 +168,8 @@ def test_events_report_the_originals_not_the_kstatus_mirrors() -> None:
 
 def test_status_patch_removes_keys_that_went_away() -> None:
     assert status_patch({"a": 1, "b": 2}, {"a": 1}) == {"a": 1, "b": None}
+    nested = status_patch({"s": {"k": 3, "observed": {"x": 1}}}, {"s": {"k": 4}})
+    assert nested == {"s": {"k": 4, "observed": None}}
 
 
 def test_capacity_refuses_pods_no_node_can_hold() -> None:

