@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 import yaml
 
+from specinfer_operator import children
 from tests.e2e.conftest import ROOT, Cluster, Operator, wait_until
 from tests.e2e.test_operator import apply, condition, pods, resource, spec, wait_ready
+from tests.unit.helpers import cr
 
 CHART = ROOT / "charts" / "specinfer-operator"
 RELEASE = "specinfer-operator"
@@ -42,6 +44,20 @@ VARIANTS: dict[str, list[str]] = {
         "metrics.enabled=false",
         "--set",
         "logFormat=text",
+    ],
+    "networkpolicy-and-dashboard": [
+        "--set",
+        "watchNamespaces={team-a,team-b}",
+        "--set",
+        "networkPolicy.enabled=true",
+        "--set",
+        "networkPolicy.engineIngress.enabled=true",
+        "--set",
+        "grafanaDashboard.enabled=true",
+        "--set",
+        "grafanaDashboard.annotations.grafana_folder=specinfer",
+        "--set",
+        "telemetry.scrapeInterval=15",
     ],
 }
 
@@ -96,6 +112,8 @@ def test_rendered_manifests_pass_the_api_servers_validation(
         kinds = sorted({o["kind"] for o in objects})
         if variant == "namespaced-with-servicemonitor":
             assert {"ServiceMonitor", "Role"} <= set(kinds)
+        if variant == "networkpolicy-and-dashboard":
+            assert {"NetworkPolicy", "ConfigMap"} <= set(kinds)
         result = cluster.kubectl(
             "apply",
             "--dry-run=server",
@@ -120,6 +138,34 @@ def test_the_operator_pod_is_locked_down(cluster: Cluster, namespace: str) -> No
     assert {"livenessProbe", "readinessProbe", "resources"} <= container.keys()
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert (env["SPECINFER_LEADER_ELECTION"], deployment["spec"]["replicas"]) == ("true", 2)
+
+
+def test_network_policies_match_the_pods_they_are_for(cluster: Cluster, namespace: str) -> None:
+    """The policies name the engine pods by labels and port the operator gives them; a rename there must show here."""
+    objects = render(cluster, namespace, VARIANTS["networkpolicy-and-dashboard"])
+    (operator,) = [o for o in objects if o["kind"] == "Deployment"]
+    operator_labels = operator["spec"]["template"]["metadata"]["labels"]
+    engine = children.deployment(cr(spec(replicas=1)), children.RenderDefaults())["spec"]["template"]
+    engine_labels = engine["metadata"]["labels"]
+    (engine_port,) = [p["containerPort"] for p in engine["spec"]["containers"][0]["ports"] if p["name"] == "http"]
+    policies = {
+        (o["metadata"]["namespace"], o["metadata"]["name"]): o["spec"] for o in objects if o["kind"] == "NetworkPolicy"
+    }
+
+    egress = policies[(namespace, FULLNAME)]
+    assert egress["podSelector"]["matchLabels"].items() <= operator_labels.items()
+    (to_engines,) = [rule for rule in egress["egress"] if rule.get("to") and "podSelector" in rule["to"][0]]
+    assert to_engines["to"][0]["podSelector"]["matchLabels"].items() <= engine_labels.items()
+    assert to_engines["ports"] == [{"protocol": "TCP", "port": engine_port}]
+
+    for watched in ("team-a", "team-b"):
+        ingress = policies[(watched, f"{FULLNAME}-engine-metrics")]
+        assert ingress["podSelector"]["matchLabels"].items() <= engine_labels.items()
+        (rule,) = ingress["ingress"]
+        (peer,) = rule["from"]
+        assert peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": namespace}
+        assert peer["podSelector"]["matchLabels"].items() <= operator_labels.items()
+        assert rule["ports"] == [{"protocol": "TCP", "port": engine_port}]
 
 
 def test_no_rule_grants_secrets_or_wildcards(cluster: Cluster, namespace: str) -> None:

@@ -63,3 +63,34 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   resources: ["events"]
   verbs: ["create"]
 {{- end }}
+
+{{/* The engine pods' container port "http": ENGINE_PORT in runtime/specinfer_runtime/engine.py. */}}
+{{- define "specinfer.enginePort" -}}
+8000
+{{- end }}
+
+{{/* Labels of every engine pod, whatever its resource (_labels in operator/specinfer_operator/children.py). */}}
+{{- define "specinfer.engineSelector" -}}
+app.kubernetes.io/component: engine
+app.kubernetes.io/managed-by: specinfer-operator
+{{- end }}
+
+{{/* Spec of the policy letting the operator pods into the engine pods: rendered per watched namespace, and
+printed in the install notes for the namespaces of a cluster-wide install. */}}
+{{- define "specinfer.engineIngressSpec" -}}
+podSelector:
+  matchLabels:
+    {{- include "specinfer.engineSelector" . | nindent 4 }}
+policyTypes: [Ingress]
+ingress:
+  - from:
+      - namespaceSelector:
+          matchLabels:
+            kubernetes.io/metadata.name: {{ .Release.Namespace }}
+        podSelector:
+          matchLabels:
+            {{- include "specinfer.selectorLabels" . | nindent 12 }}
+    ports:
+      - protocol: TCP
+        port: {{ include "specinfer.enginePort" . }}
+{{- end }}
