@@ -1,0 +1,56 @@
+"""Which pods the loop scrapes: Ready ones with an address, of the configuration the status names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specinfer_operator.scrape import Endpoint
+from specinfer_operator.telemetry import Target, Watched, target_of
+
+
+def pod(
+    name: str, config_hash: str = "abc", ready: bool = True, ip: str | None = "127.100.0.5", **meta: Any
+) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "annotations": {"specinfer.io/config-hash": config_hash},
+            **meta,
+        },
+        "spec": {"containers": [{"name": "engine", "ports": [{"name": "http", "containerPort": 8000}]}]},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            **({"podIP": ip} if ip else {}),
+            "containerStatuses": [{"name": "engine", "restartCount": 2}],
+        },
+    }
+
+
+def test_a_ready_pod_is_a_target_with_its_series() -> None:
+    assert target_of(pod("a")) == Target("a", "uid-a/2", "abc", Endpoint("127.100.0.5", 8000))
+
+
+def test_pods_that_cannot_answer_are_not_targets() -> None:
+    assert target_of(pod("a", ready=False)) is None
+    assert target_of(pod("a", ip=None)) is None
+    assert target_of(pod("a", deletionTimestamp="2026-11-23T10:00:00Z")) is None
+    assert target_of(pod("a", annotations={})) is None
+
+
+def test_a_restart_changes_the_series() -> None:
+    restarted = pod("a")
+    restarted["status"]["containerStatuses"][0]["restartCount"] = 3
+    first, second = target_of(pod("a")), target_of(restarted)
+    assert first is not None
+    assert second is not None
+    assert first.series != second.series
+
+
+def test_only_the_current_configuration_is_measured() -> None:
+    watched = Watched(status={"configHash": "new"})
+    for name, config_hash in (("old-1", "old"), ("new-1", "new"), ("new-2", "new")):
+        target = target_of(pod(name, config_hash))
+        assert target is not None
+        watched.targets[name] = target
+    assert sorted(t.pod for t in watched.current()) == ["new-1", "new-2"]
