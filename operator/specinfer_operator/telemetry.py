@@ -139,8 +139,11 @@ class Telemetry:
         if not owner:
             return
         name = meta.get("name", "")
+        key = (meta.get("namespace", ""), owner)
         with self._guard:
-            watched = self._watched.setdefault((meta.get("namespace", ""), owner), Watched())
+            if kind == "DELETED" and key not in self._watched:
+                return  # the resource went first: nothing to forget
+            watched = self._watched.setdefault(key, Watched())
             target = None if kind == "DELETED" else target_of(body)
             if target is None:
                 watched.targets.pop(name, None)
