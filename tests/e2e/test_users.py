@@ -19,10 +19,10 @@ def test_kubectl_get_prints_the_columns(cluster: Cluster, namespace: str) -> Non
     cluster.kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "ngram.yaml"), "-f", str(EXAMPLES / "eagle3.yaml"))
     out = cluster.kubectl("get", "specinference", "-n", namespace).stdout
     header, *rows = out.splitlines()
-    assert header.split() == ["NAME", "METHOD", "K", "READY", "STATUS", "AGE"]
+    assert header.split() == ["NAME", "METHOD", "K", "READY", "STATUS", "ACCEPT-LEN", "AGE"]
     assert sorted(row.split()[:2] for row in rows) == [["llama3-eagle3", "eagle3"], ["llama3-ngram", "ngram"]]
     wide = cluster.kubectl("get", "specinf", "-n", namespace, "-o", "wide").stdout
-    assert "ACCEPT" in wide.splitlines()[0]
+    assert wide.splitlines()[0].split()[-2:] == ["ACCEPT", "MEASURED"]
 
 
 def test_kubectl_explain_shows_the_descriptions(cluster: Cluster) -> None:
