@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -53,6 +54,7 @@ class Target:
     series: str  # changes when a container restarts: its counters start again from zero
     config_hash: str
     endpoint: Endpoint
+    started: float | None = None  # the latest container start, in seconds since the epoch
 
 
 def _engine_port(pod: dict[str, Any]) -> int:
@@ -61,6 +63,16 @@ def _engine_port(pod: dict[str, Any]) -> int:
             if port.get("name") == "http":
                 return int(port["containerPort"])
     return ENGINE_PORT
+
+
+def _started(pod: dict[str, Any]) -> float | None:
+    """When the pod's newest container started: its counters count from then."""
+    starts = []
+    for container in pod.get("status", {}).get("containerStatuses") or []:
+        stamp = str(((container.get("state") or {}).get("running") or {}).get("startedAt"))
+        with contextlib.suppress(ValueError):
+            starts.append(datetime.strptime(stamp, observation.TIME_FORMAT).replace(tzinfo=UTC).timestamp())
+    return max(starts, default=None)
 
 
 def target_of(pod: dict[str, Any]) -> Target | None:
@@ -76,6 +88,7 @@ def target_of(pod: dict[str, Any]) -> Target | None:
         series=f"{meta.get('uid', '')}/{restarts}",
         config_hash=config_hash,
         endpoint=Endpoint(status["podIP"], _engine_port(pod)),
+        started=_started(pod),
     )
 
 
@@ -106,8 +119,9 @@ class Telemetry:
         config: ScrapeConfig,
         now: Callable[[], str],
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ) -> None:
-        self.kube, self.lock, self.config, self.now, self.clock = kube, lock, config, now, clock
+        self.kube, self.lock, self.config, self.now, self.clock, self.wall = kube, lock, config, now, clock, wall
         self._watched: dict[Key, Watched] = {}
         self._guard = threading.Lock()
         self._pool = ThreadPoolExecutor(config.concurrency, "scrape")
@@ -202,7 +216,9 @@ class Telemetry:
         finished = self.clock()
         metrics.SCRAPES.labels(result="ok").inc()
         metrics.SCRAPE_SECONDS.observe(finished - started)
-        return Sample(finished, target.series, counts)
+        # The series' start on the sample clock; a container clock ahead of ours reads as "just now".
+        born = None if target.started is None else finished - max(0.0, self.wall() - target.started)
+        return Sample(finished, target.series, counts, born)
 
     def _publish(self, key: Key, watched: Watched, figures: Figures) -> None:
         namespace, name = key

@@ -4,7 +4,9 @@ vLLM's counters run from the engine's start, so a lifetime ratio hides a collaps
 ago behind days of good history. Figures here are increases over a window, computed as Prometheus's
 `increase()` does: consecutive samples are differenced, and a counter that went down, or a pod whose
 container restarted, starts a new series whose values count in full (the engine counted them since its
-restart, inside the window). An increase is therefore never negative and never the lifetime total.
+restart, inside the window). The first sample of a series that began inside the window counts in full
+too, so a new pod's first requests are not lost to a baseline taken after them. An increase is therefore
+never negative and never the lifetime total.
 """
 
 from __future__ import annotations
@@ -64,20 +66,29 @@ class Counts:
 
 @dataclass(frozen=True)
 class Sample:
-    """One successful scrape of one pod. `series` changes when the container restarts."""
+    """One successful scrape of one pod. `series` changes when the container restarts; `born` is when the
+    series began (the container's start, on the same clock as `time`), when known."""
 
     time: float
     series: str
     counts: Counts
+    born: float | None = None
 
 
-def increase(samples: Iterable[Sample]) -> Counts:
-    """The total increase along consecutive samples, resets included (see the module docstring)."""
+def _born_since(sample: Sample, start: float) -> bool:
+    return sample.born is not None and sample.born >= start
+
+
+def increase(samples: Iterable[Sample], start: float = float("inf")) -> Counts:
+    """The total increase along consecutive samples, resets included, from `start` on: a first sample whose
+    series was born at or after `start` counts in full (see the module docstring)."""
     total, previous = Counts(), None
     for sample in samples:
         if previous is not None:
             step = sample.counts.since(previous.counts) if sample.series == previous.series else None
             total += sample.counts if step is None else step
+        elif _born_since(sample, start):
+            total += sample.counts
         previous = sample
     return total
 
@@ -130,7 +141,10 @@ def aggregate(histories: dict[str, History], pods: int, fresh: set[str], now: fl
         if history is None:
             continue
         samples = history.within(now, window)
-        total += increase(samples)
-        if len(samples) > 1:
-            span = max(span, samples[-1].time - samples[0].time)
+        if not samples:
+            continue
+        total += increase(samples, now - window)
+        born = samples[0].born
+        begins = born if born is not None and born >= now - window else samples[0].time
+        span = max(span, samples[-1].time - begins)
     return Figures(pods=pods, pods_measured=len(fresh), seconds=span, counts=total)

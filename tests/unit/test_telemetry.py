@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from specinfer_operator.scrape import Endpoint
@@ -22,13 +23,27 @@ def pod(
         "status": {
             "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
             **({"podIP": ip} if ip else {}),
-            "containerStatuses": [{"name": "engine", "restartCount": 2}],
+            "containerStatuses": [
+                {"name": "engine", "restartCount": 2, "state": {"running": {"startedAt": "2026-11-23T10:00:00Z"}}}
+            ],
         },
     }
 
 
 def test_a_ready_pod_is_a_target_with_its_series() -> None:
-    assert target_of(pod("a")) == Target("a", "uid-a/2", "abc", Endpoint("127.100.0.5", 8000))
+    started = datetime(2026, 11, 23, 10, tzinfo=UTC).timestamp()
+    assert target_of(pod("a")) == Target("a", "uid-a/2", "abc", Endpoint("127.100.0.5", 8000), started)
+
+
+def test_a_start_time_that_cannot_be_read_is_unknown() -> None:
+    odd = pod("a")
+    odd["status"]["containerStatuses"][0]["state"] = {"running": {"startedAt": "yesterday"}}
+    waiting = pod("a")
+    waiting["status"]["containerStatuses"][0]["state"] = {"waiting": {}}
+    for body in (odd, waiting):
+        target = target_of(body)
+        assert target is not None
+        assert target.started is None
 
 
 def test_pods_that_cannot_answer_are_not_targets() -> None:

@@ -77,9 +77,31 @@ def test_aggregate_sums_fresh_pods_only() -> None:
     assert (only_a.pods, only_a.pods_measured, only_a.counts) == (2, 1, Counts(10, 40, 20, (10, 10)))
 
 
-def test_a_first_sample_is_no_evidence() -> None:
+def test_a_first_sample_of_unknown_age_is_no_evidence() -> None:
     history = History(10)
     history.record(Sample(0, "a/0", capture("ngram-k4-3.txt")), window=300)
     figures = aggregate({"a": history}, pods=1, fresh={"a"}, now=0, window=300)
     assert (figures.counts, figures.seconds) == (Counts(), 0)
     assert figures.acceptance.mean_acceptance_length is None  # lifetime totals are never reported
+
+
+def test_a_series_born_inside_the_window_counts_from_its_start() -> None:
+    """A pod that started 20 s ago served requests before its first scrape: they are in the window."""
+    early, later = capture("ngram-k4-1.txt"), capture("ngram-k4-2.txt")
+    history = History(10)
+    history.record(Sample(1000, "a/0", early, born=980), window=300)
+    first = aggregate({"a": history}, pods=1, fresh={"a"}, now=1000, window=300)
+    assert (first.counts, first.seconds) == (early, 20)
+    history.record(Sample(1030, "a/0", later, born=980), window=300)
+    assert aggregate({"a": history}, pods=1, fresh={"a"}, now=1030, window=300).counts == later
+
+
+def test_a_series_born_before_the_window_starts_from_a_baseline() -> None:
+    early, later = capture("ngram-k4-1.txt"), capture("ngram-k4-2.txt")
+    history = History(10)
+    history.record(Sample(1000, "a/0", early, born=0), window=300)
+    history.record(Sample(1030, "a/0", later, born=0), window=300)
+    figures = aggregate({"a": history}, pods=1, fresh={"a"}, now=1030, window=300)
+    assert (figures.counts, figures.seconds) == (later.since(early), 30)
+    # Once the window has moved past the series' birth, its first sample is a baseline again.
+    assert increase(history.samples, start=1030 - 300) == later.since(early)
