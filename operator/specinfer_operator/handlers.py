@@ -9,11 +9,17 @@ import kopf
 
 from specinfer_operator import metrics
 from specinfer_operator.children import MANAGER, label_selector
-from specinfer_operator.reconcile import APPLY_REJECTED, Context, reconcile, refresh
+from specinfer_operator.debounce import Debounce
+from specinfer_operator.reconcile import APPLY_REJECTED, Context, reconcile
 from specinfer_operator.resource import GROUP, PLURAL, VERSION
-from specinfer_operator.telemetry import Telemetry
+from specinfer_operator.telemetry import INSTANCE_LABEL, Telemetry
 
 CHILD_LABELS = {"app.kubernetes.io/managed-by": MANAGER}
+WORKERS = 32  # sync handlers block on API calls; 2 cores' default of 6 queues them
+# How long kopf waits for the echo of its own patch before handling an older copy of an object. Its
+# default, 5 s, is shorter than the watch lag while hundreds of resources are created at once: kopf then
+# took a resource's stale copy for a new creation and reconciled it a second time (a third more writes).
+CONSISTENCY_SECONDS = 60
 
 
 @kopf.on.startup()
@@ -26,7 +32,8 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # kopf waits this long for more events of an object before handling it (default 0.1 s): most of
     # the apply-to-Deployment latency.
     settings.batching.batch_window = 0.01
-    settings.execution.max_workers = 32  # sync handlers block on API calls; 2 cores' default of 6 queues
+    settings.execution.max_workers = WORKERS
+    settings.persistence.consistency_timeout = CONSISTENCY_SECONDS
     # Watch only our own children: the label filters below would otherwise apply to every pod in the cluster.
     for resource in ("deployments", "pods"):
         settings.watching.label_selectors[resource] = label_selector(CHILD_LABELS)
@@ -43,8 +50,9 @@ def start_telemetry(memo: kopf.Memo, **_: Any) -> None:
 
 
 @kopf.on.cleanup()
-def stop_telemetry(memo: kopf.Memo, **_: Any) -> None:
+def stop_background(memo: kopf.Memo, **_: Any) -> None:
     memo["telemetry"].stop()
+    memo["refreshes"].stop()
 
 
 @kopf.index("v1", "nodes")
@@ -58,12 +66,29 @@ def nodes(body: kopf.Body, name: str, **_: Any) -> dict[str, dict[str, Any]]:
     }
 
 
+@kopf.index("v1", "pods", labels=CHILD_LABELS)
+def engine_pods(body: kopf.Body, namespace: str | None, **_: Any) -> dict[tuple[str, str], dict[str, Any]]:
+    """Each resource's pods, as the status reads them. kopf fills its indexes before any handler runs, so
+    a refresh reads them complete from memory instead of listing the namespace's pods."""
+    owner = body.metadata.labels.get(INSTANCE_LABEL)
+    if not owner or not namespace:
+        return {}
+    metadata = {k: body.metadata.get(k) for k in ("name", "namespace", "labels", "annotations", "deletionTimestamp")}
+    return {(namespace, owner): {"metadata": metadata, "status": dict(body.status)}}
+
+
+def _context(memo: kopf.Memo, kwargs: dict[str, Any]) -> Context:
+    ctx: Context = memo["ctx"]
+    ctx.pods = kwargs["engine_pods"]  # kopf passes each index by its name, to handlers only
+    return ctx
+
+
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
 def on_spec(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
-    index: kopf.Index[str, dict[str, Any]] = kwargs["nodes"]  # kopf passes each index by its name
-    reconcile(dict(body), memo["ctx"], [node for store in index.values() for node in store])
+    index: kopf.Index[str, dict[str, Any]] = kwargs["nodes"]
+    reconcile(dict(body), _context(memo, kwargs), [node for store in index.values() for node in store])
 
 
 def _apply_rejected(status: kopf.Status, **_: Any) -> bool:
@@ -84,23 +109,27 @@ def on_delete(name: str, namespace: str | None, **_: Any) -> None:
     metrics.forget(namespace or "", name)
 
 
+# The event handlers below only update memory or schedule work, so they run on kopf's event loop: a
+# thread hop each would queue behind the handler threads, and delay the on_spec of the same resource.
 @kopf.on.event(GROUP, VERSION, PLURAL)
-def on_resource_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+async def on_resource_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
     """Keep the telemetry loop's view of each resource (settings, status) current, without reads."""
     memo["telemetry"].resource_event(event.get("type"), dict(event["object"]))
 
 
 @kopf.on.event("v1", "pods", labels=CHILD_LABELS)
-def on_pod_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+async def on_pod_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
     """Keep the telemetry loop's scrape targets (Ready pods, their IPs and configurations) current."""
     memo["telemetry"].pod_event(event.get("type"), dict(event["object"]))
 
 
 @kopf.on.event("apps", "v1", "deployments", labels=CHILD_LABELS)
 @kopf.on.event("v1", "pods", labels=CHILD_LABELS)
-def on_child(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    owner = body.get("metadata", {}).get("labels", {}).get("app.kubernetes.io/instance")
+async def on_child(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
+    """Refresh the owner's status (and correct drift) once the burst this event belongs to has passed."""
+    owner = body.get("metadata", {}).get("labels", {}).get(INSTANCE_LABEL)
     namespace = body.get("metadata", {}).get("namespace")
+    _context(memo, kwargs)
     if owner and namespace:
-        ctx: Context = memo["ctx"]
-        refresh(namespace, owner, ctx)
+        refreshes: Debounce[tuple[str, str]] = memo["refreshes"]
+        refreshes.schedule((namespace, owner))

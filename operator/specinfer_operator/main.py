@@ -16,15 +16,19 @@ import kopf
 from kubernetes import client, config
 from prometheus_client import start_http_server
 
-from specinfer_operator import handlers  # noqa: F401  (registers the handlers)
+from specinfer_operator import handlers  # registers the handlers
 from specinfer_operator.children import RenderDefaults
+from specinfer_operator.debounce import Debounce
 from specinfer_operator.kube import Kube
 from specinfer_operator.leader import Elector
-from specinfer_operator.reconcile import Context
+from specinfer_operator.reconcile import Context, refresh
 from specinfer_operator.settings import Settings, parse
 from specinfer_operator.telemetry import Telemetry
 
 log = logging.getLogger("specinfer_operator")
+REFRESH_DELAY = 0.1  # seconds a status refresh waits for the rest of its burst of child events
+REFRESH_THREADS = 8
+API_THREADS = 2 + REFRESH_THREADS  # beyond kopf's workers: the telemetry loop, the leader's lease, refreshes
 
 
 def post_event(body: dict[str, Any], type: str, reason: str, message: str) -> None:
@@ -53,12 +57,16 @@ def standby_health(port: int) -> Iterator[None]:
         server.server_close()
 
 
-def api_client() -> client.ApiClient:
+def api_client(connections: int) -> client.ApiClient:
+    """A client whose connection pool covers every thread that calls the API: a smaller pool (urllib3's
+    default is 5 per core) discards connections under load and pays a TLS handshake for each new one."""
     try:
         config.load_incluster_config()  # type: ignore[no-untyped-call]
     except config.ConfigException:
         config.load_kube_config()  # type: ignore[no-untyped-call]
-    return client.ApiClient()
+    configuration = client.Configuration.get_default_copy()
+    configuration.connection_pool_maxsize = connections
+    return client.ApiClient(configuration)
 
 
 def run(settings: Settings) -> None:
@@ -69,7 +77,7 @@ def run(settings: Settings) -> None:
         log_format=kopf.LogFormat.JSON if settings.log_format == "json" else kopf.LogFormat.FULL,
     )
     logging.getLogger().setLevel(settings.log_level.upper())
-    kube = Kube(api_client())
+    kube = Kube(api_client(handlers.WORKERS + API_THREADS))
     if settings.metrics_port:
         start_http_server(settings.metrics_port)
     lost = threading.Event()
@@ -87,12 +95,17 @@ def run(settings: Settings) -> None:
         elector.keep(lost=step_down)
     ctx = Context(kube, RenderDefaults(settings.runtime_image, settings.npu_resource_name), post_event)
     telemetry = Telemetry(kube, ctx.lock, settings.scrape, ctx.now)
+
+    def refresh_status(key: tuple[str, str]) -> None:
+        refresh(key[0], key[1], ctx)
+
+    refreshes = Debounce(refresh_status, REFRESH_DELAY, REFRESH_THREADS, "refresh")
     kopf.run(
         standalone=True,
         clusterwide=not settings.namespaces,
         namespaces=settings.namespaces,
         liveness_endpoint=f"http://0.0.0.0:{settings.health_port}/healthz",
-        memo=kopf.Memo(ctx=ctx, telemetry=telemetry),
+        memo=kopf.Memo(ctx=ctx, telemetry=telemetry, refreshes=refreshes),
     )
     if lost.is_set():
         raise SystemExit("lost leadership")

@@ -1,8 +1,8 @@
 """What the measured figures change in a resource's status (pure: status and figures in, patch out).
 
 Scrapes run every 30 s; status writes must not. A write happens when a figure moved beyond its tolerance,
-the pods measured changed, LowAcceptance changed, or the last write is older than the refresh interval,
-so a steady fleet of N resources costs at most N writes per refresh interval.
+the pods measured changed, LowAcceptance changed, or the last write is older than the refresh interval
+(while some pod answers), so a steady fleet of N resources costs at most N writes per refresh interval.
 """
 
 from __future__ import annotations
@@ -116,7 +116,8 @@ def update(
     new = low_acceptance(after, settings, conditions, generation, now)
     judged = new is not None and new is not old
     turned = judged and (old or {}).get("reason") != (new or {}).get("reason")
-    stale = before is not None and _age(before.get("measuredTime"), now) >= refresh
+    # Refreshing says "still measured, still these figures"; with no pod answering there is nothing to say.
+    stale = before is not None and after["podsMeasured"] > 0 and _age(before.get("measuredTime"), now) >= refresh
     if before is not None and not turned and not stale and not moved(before, after):
         return None
     # A merge patch keeps keys it does not name: a ratio that is gone (no drafts) is removed explicitly.

@@ -11,7 +11,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -48,6 +48,8 @@ class Context:
     # Children are applied concurrently: order is irrelevant (a pod retries mounting its ConfigMap,
     # which exists long before any pod is scheduled) and each apply is a round trip.
     appliers: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(8, "apply"))
+    # Each resource's pods by (namespace, name), kept by the watch (kopf's index); None: list them.
+    pods: Mapping[tuple[str, str], Iterable[dict[str, Any]]] | None = None
 
     def lock(self, namespace: str, name: str) -> threading.Lock:
         """One resource at a time: kopf handles events of its pods concurrently, and each publishes status."""
@@ -141,11 +143,16 @@ def verdict_of(
     return Verdict(True, "ValidWithWarnings" if warnings else "Valid", "", warnings), cr, desired
 
 
-def observe(kube: Kube, namespace: str, name: str) -> Observed:
-    return Observed(
-        deployment=kube.get("apps/v1", "deployments", namespace, name),
-        pods=kube.list("v1", "pods", namespace, label_selector(selector_labels(name))),
-    )
+def observe(ctx: Context, namespace: str, name: str, deployment: dict[str, Any] | None = None) -> Observed:
+    """The Deployment (read unless given) and its pods: from the watch's index when kopf has handed it
+    over, since listing a namespace's pods per refresh costs the API server O(pods) each time."""
+    if deployment is None:
+        deployment = ctx.kube.get("apps/v1", "deployments", namespace, name)
+    if ctx.pods is not None:
+        pods = list(ctx.pods.get((namespace, name), ()))
+    else:
+        pods = ctx.kube.list("v1", "pods", namespace, label_selector(selector_labels(name)))
+    return Observed(deployment=deployment, pods=pods)
 
 
 def _event_type(kind: str, status: bool) -> str:
@@ -196,13 +203,15 @@ APPLY_REJECTED = "ApplyRejected"
 MESSAGE_LIMIT = 1000
 
 
-def refusal(kube: Kube, children: list[dict[str, Any]], appliers: ThreadPoolExecutor) -> str | None:
-    """Apply every child as a dry run first: if the API server or an admission policy refuses one, nothing
-    is applied (the running Deployment keeps serving) and this says why."""
+def apply_children(
+    kube: Kube, children: list[dict[str, Any]], appliers: ThreadPoolExecutor, dry_run: bool
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Apply every child concurrently; what the API server returned, or why it (or an admission policy)
+    refused any of them. Conditions worth retrying (not found, conflicts, throttling) raise."""
 
-    def attempt(obj: dict[str, Any]) -> str | None:
+    def attempt(obj: dict[str, Any]) -> dict[str, Any] | str:
         try:
-            kube.apply(obj, dry_run=True)
+            return kube.apply(obj, dry_run=dry_run)
         except ApiException as error:
             if not 400 <= (error.status or 0) < 500 or error.status in RETRIED:
                 raise
@@ -211,25 +220,33 @@ def refusal(kube: Kube, children: list[dict[str, Any]], appliers: ThreadPoolExec
             except ValueError:
                 said = str(error.body)
             return f"the API server refused the {obj['kind']} {obj['metadata']['name']}: {said}"[:MESSAGE_LIMIT]
-        return None
 
-    refused = [r for r in appliers.map(attempt, children) if r]
-    return "; ".join(refused) or None
+    results = list(appliers.map(attempt, children))
+    refused = [r for r in results if isinstance(r, str)]
+    return [r for r in results if isinstance(r, dict)], "; ".join(refused) or None
 
 
 def _reconcile(body: dict[str, Any], ctx: Context, nodes: list[dict[str, Any]], namespace: str, name: str) -> str:
     verdict, cr, desired = verdict_of(body, nodes, ctx.defaults)
     children = render(cr, ctx.defaults) if desired is not None and cr is not None else []
-    refused = refusal(ctx.kube, children, ctx.appliers) if children else None
+    previous = body.get("status") or {}
+    # A configuration already serves: a dry run of every child first, so that a refusal of any leaves
+    # all of them as they are. Before the first apply nothing serves, and the round trip is saved.
+    serving = bool(previous.get("configHash"))
+    refused = apply_children(ctx.kube, children, ctx.appliers, dry_run=True)[1] if children and serving else None
+    applied: list[dict[str, Any]] = []
+    if desired is not None and not refused:
+        applied, refused = apply_children(ctx.kube, children, ctx.appliers, dry_run=False)
     if refused:
         verdict, desired = Verdict(False, APPLY_REJECTED, refused, verdict.warnings), None
-    if desired is not None:
-        applied = list(ctx.appliers.map(ctx.kube.apply, children))
-        if (body.get("status") or {}).get("configHash") != desired.config_hash:
-            metrics.ROLLOUTS_STARTED.inc()
-            deployment = next(o for o in applied if o.get("kind") == "Deployment")
+    deployment = next((o for o in applied if o.get("kind") == "Deployment"), None)
+    if desired is not None and deployment is not None and previous.get("configHash") != desired.config_hash:
+        metrics.ROLLOUTS_STARTED.inc()
+        # ConfigMaps of older configurations exist once one served, or a first apply was partly refused.
+        rejected = any(c.get("reason") == APPLY_REJECTED for c in previous.get("conditions") or [])
+        if serving or rejected:
             prune_config_maps(ctx.kube, namespace, name, deployment)
-    publish(body, ctx, verdict, desired, observe(ctx.kube, namespace, name))
+    publish(body, ctx, verdict, desired, observe(ctx, namespace, name, deployment))
     return "applied" if verdict.valid else "refused"
 
 
@@ -288,7 +305,7 @@ def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> N
     config = next((c for c in previous.get("conditions") or [] if c.get("type") == "ConfigValid"), None)
     if not accepted or config is None:
         return  # reconcile has not handled this generation yet; it will publish the status
-    observed = observe(ctx.kube, namespace, name)
+    observed = observe(ctx, namespace, name)
     if config["status"] != "True":
         verdict = Verdict(False, config.get("reason", "InvalidSpec"), config.get("message", ""))
         publish(body, ctx, verdict, None, observed)
@@ -300,6 +317,11 @@ def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> N
     wanted = next(o for o in render(cr, ctx.defaults) if o["kind"] == "Deployment")
     if observed.deployment is None or drifted(wanted["spec"], observed.deployment.get("spec")):
         log.info("correcting drift of Deployment %s/%s", namespace, name)
-        ctx.kube.apply(wanted)
+        try:
+            ctx.kube.apply(wanted)
+        except ApiException as error:
+            if error.status == 403 and "NamespaceTerminating" in str(error.body):
+                return  # its namespace is going, and the resource with it
+            raise
     verdict = Verdict(True, config.get("reason", "Valid"), "", [str(p) for p in report.warnings])
     publish(body, ctx, verdict, desired_of(cr, ctx.defaults), observed)

@@ -229,25 +229,8 @@ def test_a_child_the_api_server_refuses_leaves_the_deployment_untouched(cluster:
     apply(cluster, namespace, "policed", spec(k=3))
     wait_ready(cluster, namespace, "policed")
     before, serving_pods = serving(cluster, namespace, "policed")
-    policy = registry_policy(namespace)
-    cluster.kubectl("apply", "-f", "-", stdin=policy)
+    policy = enforce_registry_policy(cluster, namespace)
     try:
-        wait_until(  # a policy takes effect once the API server has loaded it
-            "the registry policy",
-            lambda: (
-                "registry.example.com"
-                in cluster.kubectl(
-                    "create",
-                    "deployment",
-                    "probe",
-                    "-n",
-                    namespace,
-                    "--image=elsewhere/x",
-                    "--dry-run=server",
-                    check=False,
-                ).stderr
-            ),
-        )
         moved = {**spec(k=4), "runtime": {"image": "elsewhere.example.org/runtime:2"}}
         apply(cluster, namespace, "policed", moved)
         obj = wait_resource(
@@ -274,6 +257,39 @@ def test_a_child_the_api_server_refuses_leaves_the_deployment_untouched(cluster:
     recovered = wait_ready(cluster, namespace, "policed", timeout=150)
     assert recovered["status"]["speculation"]["numSpeculativeTokens"] == 4
     assert condition(recovered, "ConfigValid")["status"] == "True"
+
+
+def enforce_registry_policy(cluster: Cluster, namespace: str) -> str:
+    """Apply the registry policy and wait until the API server enforces it; its manifest, to delete."""
+    policy = registry_policy(namespace)
+    cluster.kubectl("apply", "-f", "-", stdin=policy)
+    probe = ("create", "deployment", "probe", "-n", namespace, "--image=elsewhere/x", "--dry-run=server")
+    wait_until("the registry policy", lambda: "registry.example.com" in cluster.kubectl(*probe, check=False).stderr)
+    return policy
+
+
+@pytest.mark.usefixtures("operator")
+def test_a_first_apply_the_api_server_refuses_is_reported(cluster: Cluster, namespace: str) -> None:
+    """Nothing serves yet, so the children are applied without a dry run first: a refusal is reported all
+    the same, with the API server's words, and no Deployment exists."""
+    policy = enforce_registry_policy(cluster, namespace)
+    try:
+        apply(cluster, namespace, "first", {**spec(k=3), "runtime": {"image": "elsewhere.example.org/runtime:2"}})
+        obj = wait_resource(
+            cluster,
+            namespace,
+            "first",
+            "ConfigValid=False",
+            lambda o: condition(o, "ConfigValid").get("reason") == "ApplyRejected",
+            30,
+        )
+        message = condition(obj, "ConfigValid")["message"]
+        assert message.startswith("the API server refused the Deployment first: "), message
+        assert "images must come from registry.example.com" in message
+        assert "configHash" not in obj["status"]
+        assert cluster.kubectl("get", "deployment", "first", "-n", namespace, check=False).returncode != 0
+    finally:
+        cluster.kubectl("delete", "-f", "-", "--wait", stdin=policy)
 
 
 def before_hash(deployment: dict[str, Any]) -> str:

@@ -67,6 +67,16 @@ def test_steady_figures_are_not_rewritten_until_the_refresh() -> None:
     assert update(current, figures(200, 600, measured=1), SETTINGS, 3, T1, refresh=300) is not None
 
 
+def test_nothing_measured_is_not_refreshed() -> None:
+    """Pods that never answer (a NetworkPolicy, an engine without metrics) cost one write, not one per refresh."""
+    silent = figures(0, 0, measured=0)
+    first = update(status(), silent, SETTINGS, 3, T0, refresh=300)
+    assert first is not None
+    assert first.patch["speculation"]["observed"]["podsMeasured"] == 0
+    current = apply(status(), first.patch)
+    assert update(current, silent, SETTINGS, 3, LATER, refresh=300) is None
+
+
 def test_moved_tolerances() -> None:
     base = observed(figures(200, 600), "abc", T0)
     assert not moved(base, {**base, "drafts": 999, "measuredTime": T1})
