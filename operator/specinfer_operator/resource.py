@@ -7,6 +7,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import AfterValidator, Field
 
 from specinfer_operator.metadata import ObjectMeta
+from specinfer_operator.resource_status import SpeculativeInferenceStatus
 from specinfer_operator.scheduling import AFFINITY_LABEL_MAPS, Affinity, LabelMap, Toleration
 from specinfer_runtime.base import Section, section_field
 from specinfer_runtime.celrules import Rule, along, cel_list
@@ -264,80 +265,6 @@ class SpeculativeInferenceSpec(EngineSpec):
 
     def npus_per_pod(self) -> int:
         return self.resources.npus_per_pod or self.parallelism.npus()
-
-
-class Condition(Section):
-    """A kstatus-style condition."""
-
-    type: str = Field(
-        max_length=64,
-        description="Ready, Progressing, Degraded, ConfigValid, LowAcceptance, and the kstatus mirrors "
-        "Reconciling and Stalled.",
-    )
-    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
-    reason: str = Field(default="", max_length=128, description="CamelCase reason.")
-    message: str = Field(default="", max_length=4096, description="Human-readable explanation.")
-    observed_generation: int | None = Field(default=None, description="Generation the condition is based on.")
-    last_transition_time: str | None = Field(default=None, max_length=64, description="When status last changed.")
-
-
-class ObservedSpeculation(Section):
-    """Acceptance of the current configuration over the last window, from its engines' `/metrics`.
-
-    Only pods running the current configuration and answering the latest scrape count; the ratios are
-    absent while the window holds no drafts (no evidence either way)."""
-
-    config_hash: str = Field(max_length=64, description="The configuration measured (status.configHash).")
-    window_seconds: int = Field(description="Seconds the figures cover (shorter than the window after a start).")
-    measured_time: str = Field(max_length=64, description="When the pods were last scraped (RFC 3339).")
-    pods: int = Field(description="Ready pods running the current configuration.")
-    pods_measured: int = Field(description="Of those, the pods that answered the latest scrape.")
-    drafts: int = Field(description="Verification steps with a draft in the window (vLLM num_drafts).")
-    draft_tokens: int = Field(description="Tokens proposed in the window (vLLM num_draft_tokens).")
-    accepted_tokens: int = Field(description="Proposed tokens the target accepted in the window.")
-    acceptance_rate: float | None = Field(default=None, description="accepted / draft tokens.")
-    mean_acceptance_length: float | None = Field(
-        default=None,
-        description="1 + accepted / drafts: tokens produced per verification step, what predicts the speed-up.",
-    )
-    position_acceptance_rates: list[float] | None = Field(
-        default=None,
-        max_length=64,
-        description="Per draft position p: accepted at p / drafts. Falling fast with p means a smaller K serves "
-        "as many tokens for less verification work.",
-    )
-
-
-class SpeculationStatus(Section):
-    """The speculation actually rendered, and how well it works."""
-
-    method: str | None = Field(default=None, max_length=64, description="Method vLLM runs (aliases resolved).")
-    num_speculative_tokens: int | None = Field(default=None, description="K as rendered.")
-    capture_sizes: list[int] | None = Field(default=None, max_length=64, description="Capture sizes rendered.")
-    observed: ObservedSpeculation | None = Field(default=None, description="Acceptance measured from the engines.")
-
-
-class SpeculativeInferenceStatus(Section):
-    """Observed state, written by the operator."""
-
-    observed_generation: int | None = Field(default=None, description="Generation last reconciled.")
-    conditions: list[Condition] | None = Field(
-        default=None,
-        max_length=16,
-        description="Ready, Progressing, Degraded, ConfigValid; Reconciling and Stalled mirror Progressing and "
-        "Degraded for kstatus (Flux); LowAcceptance once the engines have drafted enough to judge.",
-        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
-    )
-    replicas: int | None = Field(default=None, description="Pods of the current Deployment.")
-    ready_replicas: int | None = Field(default=None, description="Pods that are Ready.")
-    updated_replicas: int | None = Field(default=None, description="Pods running the current configuration.")
-    ready: str | None = Field(default=None, max_length=32, description="Ready pods out of desired, as `2/2`.")
-    speculation: SpeculationStatus | None = Field(default=None, description="Effective speculation.")
-    endpoint: str | None = Field(default=None, max_length=512, description="In-cluster URL of the API.")
-    config_hash: str | None = Field(default=None, max_length=64, description="Hash of the engine config served.")
-    selector: str | None = Field(
-        default=None, max_length=1024, description="Label selector of the pods, for the scale subresource."
-    )
 
 
 def label_map_keys(path: str) -> Rule:
