@@ -168,12 +168,17 @@ def _probe(path: str, period: int, failures: int) -> dict[str, Any]:
     }
 
 
+def engine_config_map_name(name: str, digest: str) -> str:
+    """One ConfigMap per configuration: a rollout mounts a new one and a rollback finds the old one."""
+    return f"{name}-engine-{digest}"
+
+
 def engine_config_map(cr: SpeculativeInference) -> dict[str, Any]:
     engine = cr.spec.engine()
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _metadata(cr, f"{cr.metadata.name}-engine-{config_hash(engine)}"),
+        "metadata": _metadata(cr, engine_config_map_name(cr.metadata.name, config_hash(engine))),
         "immutable": True,
         "data": {CONFIG_FILE: engine_config_json(engine)},
     }
@@ -191,7 +196,7 @@ def deployment(cr: SpeculativeInference, defaults: RenderDefaults) -> dict[str, 
         limits["memory"] = spec.resources.memory
     models = storage(engine)
     volumes = [
-        {"name": "engine-config", "configMap": {"name": f"{name}-engine-{digest}"}},
+        {"name": "engine-config", "configMap": {"name": engine_config_map_name(name, digest)}},
         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.resources.shared_memory}},
         *models.volumes,
     ]

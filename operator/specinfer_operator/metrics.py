@@ -22,6 +22,9 @@ ROLLOUTS_STARTED = Counter("specinfer_rollouts_started", "Rollouts of a new engi
 ROLLOUTS_FINISHED = Counter(
     "specinfer_rollouts_finished", "Rollouts finished, by result (complete, deadline_exceeded).", ["result"]
 )
+ROLLBACKS = Counter(
+    "specinfer_rollbacks", "Failed configurations rolled back to the last good one, by reason.", ["reason"]
+)
 SCRAPES = Counter("specinfer_scrapes", "Scrapes of engine pods' /metrics, by result (ok, error).", ["result"])
 SCRAPE_SECONDS = Histogram(
     "specinfer_scrape_duration_seconds",

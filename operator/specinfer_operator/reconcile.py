@@ -19,12 +19,19 @@ from typing import Any, Protocol
 
 from kubernetes.client.exceptions import ApiException
 
-from specinfer_operator import metrics
-from specinfer_operator.children import RenderDefaults, config_hash, label_selector, render, selector_labels
+from specinfer_operator import metrics, rollout
+from specinfer_operator.children import (
+    RenderDefaults,
+    config_hash,
+    engine_config_map_name,
+    label_selector,
+    render,
+    selector_labels,
+)
 from specinfer_operator.kube import Kube
 from specinfer_operator.manifests import check
 from specinfer_operator.resource import SpeculativeInference
-from specinfer_operator.status import Desired, Observed, Verdict, compute, transitions
+from specinfer_operator.status import Desired, Observed, Verdict, compute, health, transitions
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +77,7 @@ def desired_of(cr: SpeculativeInference, defaults: RenderDefaults) -> Desired:
         npu_resource=cr.spec.resources.npu_resource_name or defaults.npu_resource_name,
         endpoint=f"http://{name}.{namespace}.svc:{cr.spec.service.port}",
         selector=label_selector(selector_labels(name)),
+        config_map=engine_config_map_name(name, config_hash(engine)),
     )
 
 
@@ -160,11 +168,18 @@ def _event_type(kind: str, status: bool) -> str:
     return "Warning" if bad else "Normal"
 
 
-def publish(body: dict[str, Any], ctx: Context, verdict: Verdict, desired: Desired | None, observed: Observed) -> None:
+def publish(
+    body: dict[str, Any],
+    ctx: Context,
+    verdict: Verdict,
+    desired: Desired | None,
+    observed: Observed,
+    rollback: dict[str, Any] | None = None,
+) -> None:
     """Compute the status, write it only if it changed, and report transitions as events and metrics."""
     meta = body["metadata"]
     previous = body.get("status") or {}
-    current = compute(meta.get("generation", 0), verdict, desired, observed, previous, ctx.now())
+    current = compute(meta.get("generation", 0), verdict, desired, observed, previous, ctx.now(), rollback)
     patch = status_patch(previous, current)
     if patch is None:
         return
@@ -230,6 +245,9 @@ def _reconcile(body: dict[str, Any], ctx: Context, nodes: list[dict[str, Any]], 
     verdict, cr, desired = verdict_of(body, nodes, ctx.defaults)
     children = render(cr, ctx.defaults) if desired is not None and cr is not None else []
     previous = body.get("status") or {}
+    rollback = rollout.in_force(previous, int(body["metadata"].get("generation") or 0))
+    if rollback is not None and desired is not None:  # this spec failed: what serves stays the last good one
+        children, rollback = _keep_rolled_back(ctx, children, previous, namespace, name, rollback)
     # A configuration already serves: a dry run of every child first, so that a refusal of any leaves
     # all of them as they are. Before the first apply nothing serves, and the round trip is saved.
     serving = bool(previous.get("configHash"))
@@ -246,8 +264,38 @@ def _reconcile(body: dict[str, Any], ctx: Context, nodes: list[dict[str, Any]], 
         rejected = any(c.get("reason") == APPLY_REJECTED for c in previous.get("conditions") or [])
         if serving or rejected:
             prune_config_maps(ctx.kube, namespace, name, deployment)
-    publish(body, ctx, verdict, desired, observe(ctx, namespace, name, deployment))
+    publish(body, ctx, verdict, desired, observe(ctx, namespace, name, deployment), rollback)
     return "applied" if verdict.valid else "refused"
+
+
+def _keep_rolled_back(
+    ctx: Context,
+    children: list[dict[str, Any]],
+    previous: dict[str, Any],
+    namespace: str,
+    name: str,
+    rollback: dict[str, Any],
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The children with the last good Deployment in place of the failed one; unchanged (and no rollback)
+    when its ReplicaSet is gone."""
+    wanted = next(o for o in children if o["kind"] == "Deployment")
+    back = _restore(ctx, wanted, previous, namespace, name)
+    if back is None:
+        return children, None
+    return [back if o is wanted else o for o in children], rollback
+
+
+def _restore(
+    ctx: Context, wanted: dict[str, Any], previous: dict[str, Any], namespace: str, name: str
+) -> dict[str, Any] | None:
+    good = ((previous.get("rollout") or {}).get("lastGood") or {}).get("configHash")
+    if not good:
+        return None
+    replicasets = ctx.kube.list("apps/v1", "replicasets", namespace, label_selector(selector_labels(name)))
+    back = rollout.restored(wanted, replicasets, str(good))
+    if back is None:
+        log.warning("cannot roll %s/%s back: no ReplicaSet runs configuration %s any more", namespace, name, good)
+    return back
 
 
 def prune_config_maps(kube: Kube, namespace: str, name: str, deployment: dict[str, Any]) -> None:
@@ -314,7 +362,22 @@ def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> N
     if report.value is None:
         return
     cr = report.value
+    desired = desired_of(cr, ctx.defaults)
     wanted = next(o for o in render(cr, ctx.defaults) if o["kind"] == "Deployment")
+    generation = int(body["metadata"].get("generation") or 0)
+    rollback = rollout.in_force(previous, generation)
+    if rollback is None and cr.spec.rollout.on_failure == "Rollback":
+        rollback = rollout.decide(previous, desired, observed, health(desired, observed), generation, ctx.now())
+        if rollback is not None:
+            log.info("rolling %s/%s back: %s", namespace, name, rollback["message"])
+    if rollback is not None:
+        back = _restore(ctx, wanted, previous, namespace, name)
+        if back is None:
+            rollback = None  # nothing to restore: the failure shows as Degraded
+        else:
+            wanted = back
+            if rollout.in_force(previous, generation) is None:
+                metrics.ROLLBACKS.labels(reason=rollback["reason"]).inc()
     if observed.deployment is None or drifted(wanted["spec"], observed.deployment.get("spec")):
         log.info("correcting drift of Deployment %s/%s", namespace, name)
         try:
@@ -324,4 +387,4 @@ def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> N
                 return  # its namespace is going, and the resource with it
             raise
     verdict = Verdict(True, config.get("reason", "Valid"), "", [str(p) for p in report.warnings])
-    publish(body, ctx, verdict, desired_of(cr, ctx.defaults), observed)
+    publish(body, ctx, verdict, desired, observed, rollback)

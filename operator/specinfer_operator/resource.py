@@ -169,8 +169,15 @@ class RolloutSettings(Section):
         default=1800,
         ge=60,
         le=86400,
-        description="A rollout that makes no progress for this long marks the resource Degraded; model "
+        description="A rollout that makes no progress for this long has failed (see onFailure); model "
         "loading takes minutes, so keep it generous.",
+    )
+    on_failure: Literal["Rollback", "Halt"] = Field(
+        default="Rollback",
+        description="When a new configuration's pods fail (crash-loop, refused by the runtime's preflight, "
+        "image or config errors) or its rollout misses progressDeadlineSeconds: Rollback restores the last "
+        "configuration that served on every replica and does not try this spec again until it changes; Halt "
+        "leaves the failed pods in place for a person to look at. Either way the resource is Degraded.",
     )
 
     cel_rules: ClassVar[tuple[Rule, ...]] = (

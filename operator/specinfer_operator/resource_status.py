@@ -60,6 +60,37 @@ class SpeculationStatus(Section):
     observed: ObservedSpeculation | None = Field(default=None, description="Acceptance measured from the engines.")
 
 
+class LastGoodConfiguration(Section):
+    """The configuration that last served on every replica: what a rollback restores."""
+
+    config_hash: str = Field(max_length=64, description="Its hash (the pods' specinfer.io/config-hash).")
+    config_map: str = Field(max_length=253, description="Its engine ConfigMap, kept while it may be restored.")
+    method: str = Field(max_length=64, description="Its speculative method.")
+    num_speculative_tokens: int = Field(description="Its K.")
+    capture_sizes: list[int] | None = Field(default=None, max_length=64, description="Its capture sizes.")
+    time: str = Field(max_length=64, description="When it first served on every replica (RFC 3339).")
+
+
+class RolledBackConfiguration(Section):
+    """A configuration that failed and was replaced by the last good one; not tried again for this
+    generation of the spec."""
+
+    config_hash: str = Field(max_length=64, description="The failed configuration's hash.")
+    generation: int = Field(description="The spec generation it came from: a new generation tries again.")
+    reason: str = Field(max_length=128, description="How it failed: CrashLoopBackOff, ProgressDeadlineExceeded...")
+    message: str = Field(max_length=4096, description="The pods' own words (termination message) or the deadline's.")
+    time: str = Field(max_length=64, description="When it was rolled back (RFC 3339).")
+
+
+class RolloutStatus(Section):
+    """What rollouts have established: the last good configuration, and a rollback in force."""
+
+    last_good: LastGoodConfiguration | None = Field(default=None, description="Last configuration served everywhere.")
+    rolled_back: RolledBackConfiguration | None = Field(
+        default=None, description="Present while the spec's configuration stays rolled back."
+    )
+
+
 class SpeculativeInferenceStatus(Section):
     """Observed state, written by the operator."""
 
@@ -78,6 +109,7 @@ class SpeculativeInferenceStatus(Section):
     speculation: SpeculationStatus | None = Field(default=None, description="Effective speculation.")
     endpoint: str | None = Field(default=None, max_length=512, description="In-cluster URL of the API.")
     config_hash: str | None = Field(default=None, max_length=64, description="Hash of the engine config served.")
+    rollout: RolloutStatus | None = Field(default=None, description="Last good configuration and rollbacks.")
     selector: str | None = Field(
         default=None, max_length=1024, description="Label selector of the pods, for the scale subresource."
     )

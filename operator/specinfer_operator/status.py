@@ -11,7 +11,7 @@ is observed, before any pod serves.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from specinfer_operator.children import CONFIG_HASH_ANNOTATION
@@ -38,6 +38,10 @@ class Desired:
     npu_resource: str
     endpoint: str
     selector: str
+    config_map: str = ""  # the engine ConfigMap of this configuration
+
+
+ROLLED_BACK = "RolledBack"
 
 
 @dataclass(frozen=True)
@@ -168,8 +172,10 @@ def compute(
     observed: Observed,
     previous: dict[str, Any],
     now: str,
+    rollback: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The whole status. With an invalid spec, it keeps describing what still serves."""
+    """The whole status. With an invalid spec, it keeps describing what still serves; with `rollback` (the
+    spec's configuration failed and was rolled back), it describes the last good one, which serves."""
     before = previous.get("conditions") or []
     status: dict[str, Any] = {"observedGeneration": generation}
     deployment_status = _get(observed.deployment, "status") or {}
@@ -180,7 +186,7 @@ def compute(
     config_message = verdict.message or "; ".join(verdict.warnings) or "the spec is valid"
     config = condition("ConfigValid", verdict.valid, verdict.reason, config_message, generation, before, now)
     if not verdict.valid or desired is None:
-        for key in ("speculation", "endpoint", "configHash", "selector"):
+        for key in ("speculation", "endpoint", "configHash", "selector", "rollout"):
             if key in previous:
                 status[key] = previous[key]
         want = int(_get(observed.deployment, "spec", "replicas") or 0)
@@ -200,8 +206,14 @@ def compute(
         ) + measured_conditions(before)
         return status
 
+    good = (previous.get("rollout") or {}).get("lastGood")
+    if rollback is not None and good is not None:
+        desired = serving_last_good(desired, good)  # the status describes what serves: the last good configuration
     state = health(desired, observed)
     status["ready"] = f"{status['readyReplicas']}/{desired.replicas}"
+    rollout = {"lastGood": last_good(good, desired, state, now), "rolledBack": rollback}
+    if any(rollout.values()):
+        status["rollout"] = {k: v for k, v in rollout.items() if v is not None}
     measured = (previous.get("speculation") or {}).get("observed")
     if measured is not None and measured.get("configHash") != desired.config_hash:
         measured = None  # figures of the previous configuration: the new one has not been measured yet
@@ -215,7 +227,11 @@ def compute(
     status["configHash"] = desired.config_hash
     status["selector"] = desired.selector
     progressing = not state.rolled_out and state.reason != "ProgressDeadlineExceeded"
-    if state.rolled_out:
+    if rollback is not None and good is not None:
+        state = rolled_back(state, desired, rollback)
+        progress_reason = ROLLED_BACK if state.rolled_out else "RollingBack"
+        progress_message = state.message
+    elif state.rolled_out:
         progress_reason, progress_message = "RolloutComplete", "all pods run the current configuration"
     elif progressing:
         progress_reason = "RolloutInProgress"
@@ -247,6 +263,45 @@ def compute(
     return status
 
 
+def serving_last_good(desired: Desired, good: dict[str, Any]) -> Desired:
+    """`desired` with the last good configuration in place of the spec's (rolled back)."""
+    return replace(
+        desired,
+        config_hash=good["configHash"],
+        method=good["method"],
+        num_speculative_tokens=good["numSpeculativeTokens"],
+        capture_sizes=good.get("captureSizes") or [],
+        config_map=good["configMap"],
+    )
+
+
+def last_good(before: dict[str, Any] | None, desired: Desired, state: Health, now: str) -> dict[str, Any] | None:
+    """status.rollout.lastGood: `desired` once it serves on every replica, else what it was."""
+    if not (state.rolled_out and state.ready and desired.replicas > 0):
+        return before
+    if before is not None and before.get("configHash") == desired.config_hash:
+        return before
+    return {
+        "configHash": desired.config_hash,
+        "configMap": desired.config_map,
+        "method": desired.method,
+        "numSpeculativeTokens": desired.num_speculative_tokens,
+        **({"captureSizes": desired.capture_sizes} if desired.capture_sizes else {}),
+        "time": now,
+    }
+
+
+def rolled_back(state: Health, good: Desired, rollback: dict[str, Any]) -> Health:
+    """Not Ready (the spec is not what serves) and Degraded, with the failure in the pods' own words."""
+    restored = f"the last good configuration {good.config_hash} ({good.method}, K={good.num_speculative_tokens})"
+    where = f"{restored} serves again" if state.rolled_out else f"restoring {restored}"
+    message = (
+        f"configuration {rollback['configHash']} failed ({rollback['reason']}: {rollback['message']}); {where}; "
+        "the spec is not tried again until it changes"
+    )
+    return Health(False, state.rolled_out, ROLLED_BACK, message, degraded=True)
+
+
 def measured_conditions(before: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The telemetry loop's condition, kept as it wrote it."""
     return [c for c in before if c.get("type") == MEASURED_CONDITION]
@@ -273,14 +328,18 @@ def with_mirrors(
 
 def transitions(previous: dict[str, Any], current: dict[str, Any]) -> list[tuple[str, str, str]]:
     """(type, reason, message) of each change events report: a condition whose status or reason changed,
-    except the kstatus mirrors, Degraded clearing (Ready tells it) and the InvalidConfig echo of a refused
-    spec on Ready, Progressing and Degraded (ConfigValid tells it once, with the specific reason)."""
+    except the kstatus mirrors, Degraded clearing (Ready tells it), the InvalidConfig echo of a refused
+    spec on Ready, Progressing and Degraded (ConfigValid tells it once, with the specific reason), and a
+    rollback's echo on Ready and Progressing (Degraded tells it; Progressing then says when it is done)."""
     before = {c["type"]: c for c in previous.get("conditions") or []}
     changed = []
     for cond in current.get("conditions") or []:
         kind, reason = cond["type"], cond["reason"]
-        echo = (kind == "Degraded" and cond["status"] == "False") or (
-            reason == "InvalidConfig" and kind != "ConfigValid"
+        echo = (
+            (kind == "Degraded" and cond["status"] == "False")
+            or (reason == "InvalidConfig" and kind != "ConfigValid")
+            or (kind == "Ready" and reason == ROLLED_BACK)
+            or (kind == "Progressing" and reason == "RollingBack")
         )
         if kind in KSTATUS_MIRRORS or echo:
             continue

@@ -98,6 +98,7 @@ def test_bounds_and_defaults() -> None:
         "maxSurge": 0,
         "maxUnavailable": 1,
         "progressDeadlineSeconds": 1800,
+        "onFailure": "Rollback",
     }
     sizes = SPEC["properties"]["graph"]["properties"]["captureSizes"]
     assert sizes["x-kubernetes-list-type"] == "set"

@@ -1,0 +1,81 @@
+"""Rollback on failure (pure): whether the spec's configuration failed, and the Deployment that restores
+the last good one.
+
+Rollouts replace NPU pods in place, so a configuration whose pods cannot serve takes replicas down with it.
+When the pods of a new configuration fail (crash-loop, refused by the runtime's preflight, image or config
+errors) or its rollout misses the deadline, the operator puts the last configuration that served on every
+replica (status.rollout.lastGood) back, and records the failure (status.rollout.rolledBack) with the spec's
+generation: the same spec is not tried again, an edited one is. The last good pod template comes from its
+ReplicaSet, which the Deployment keeps (revisionHistoryLimit) along with the ConfigMap it mounts.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from specinfer_operator.children import CONFIG_HASH_ANNOTATION
+from specinfer_operator.status import NOT_READY_WAITING, Desired, Health, Observed, pod_problem
+
+# Pod states that a configuration, not the cluster, is to blame for. Unschedulable is not among them:
+# capacity may come; a rollout that never gets it misses the deadline instead.
+FAILURES = (*NOT_READY_WAITING, "ProgressDeadlineExceeded")
+TEMPLATE_HASH_LABEL = "pod-template-hash"  # the Deployment controller's, on each ReplicaSet's template
+
+
+def in_force(previous: dict[str, Any], generation: int) -> dict[str, Any] | None:
+    """The rollback recorded for this generation of the spec, if any: a new generation tries again."""
+    record = (previous.get("rollout") or {}).get("rolledBack")
+    return record if record is not None and record.get("generation") == generation else None
+
+
+def failure(desired: Desired, observed: Observed, state: Health) -> tuple[str, str] | None:
+    """(reason, message) when the configuration's own pods failed or its rollout missed the deadline; the
+    pods of the previous configuration are not its doing."""
+    if state.reason == "ProgressDeadlineExceeded":
+        return state.reason, state.message or "the rollout made no progress within progressDeadlineSeconds"
+    own = [p for p in observed.pods if _hash(p.get("metadata")) == desired.config_hash]
+    problem = pod_problem(own, desired)
+    return problem if problem is not None and problem[0] in FAILURES else None
+
+
+def decide(
+    previous: dict[str, Any], desired: Desired, observed: Observed, state: Health, generation: int, now: str
+) -> dict[str, Any] | None:
+    """The rollback record to write, when the spec's configuration failed and a different one served
+    everywhere before it; None to leave things as they are (the failure then shows as Degraded)."""
+    good = (previous.get("rollout") or {}).get("lastGood")
+    if good is None or good.get("configHash") == desired.config_hash:
+        return None
+    failed = failure(desired, observed, state)
+    if failed is None:
+        return None
+    reason, message = failed
+    return {
+        "configHash": desired.config_hash,
+        "generation": generation,
+        "reason": reason,
+        "message": message,
+        "time": now,
+    }
+
+
+def restored(wanted: dict[str, Any], replicasets: list[dict[str, Any]], config_hash: str) -> dict[str, Any] | None:
+    """`wanted` (the rendered Deployment) with the pod template of the ReplicaSet that ran `config_hash`,
+    or None when no ReplicaSet has it any more."""
+    for replicaset in replicasets:
+        template = (replicaset.get("spec") or {}).get("template") or {}
+        if _hash(template.get("metadata")) != config_hash:
+            continue
+        template = copy.deepcopy(template)
+        labels = template.setdefault("metadata", {}).setdefault("labels", {})
+        labels.pop(TEMPLATE_HASH_LABEL, None)
+        deployment = copy.deepcopy(wanted)
+        deployment["spec"]["template"] = template
+        return deployment
+    return None
+
+
+def _hash(metadata: dict[str, Any] | None) -> str | None:
+    value = ((metadata or {}).get("annotations") or {}).get(CONFIG_HASH_ANNOTATION)
+    return None if value is None else str(value)

@@ -1,0 +1,140 @@
+"""Rollback on failure (pure): the last good configuration, failures, the restored Deployment, the status."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from specinfer_operator import rollout
+from specinfer_operator.status import Observed, Verdict, compute, health, transitions
+from tests.unit.test_status import DESIRED, NOW, conditions, deployment
+
+LATER = "2026-01-01T00:10:00Z"
+GOOD = replace(DESIRED, config_hash="good", method="ngram", num_speculative_tokens=4, config_map="x-engine-good")
+PREFLIGHT = "preflight: the draft's vocabulary (32000) differs from the target's (128256)"
+
+
+def pod(config_hash: str, waiting: str | None = None, message: str = "") -> dict[str, Any]:
+    state = {"waiting": {"reason": waiting}} if waiting else {"running": {}}
+    return {
+        "metadata": {"name": f"pod-{config_hash}", "annotations": {"specinfer.io/config-hash": config_hash}},
+        "status": {
+            "containerStatuses": [
+                {"name": "engine", "restartCount": 4, "state": state, "lastState": {"terminated": {"message": message}}}
+            ]
+        },
+    }
+
+
+def good_status() -> dict[str, Any]:
+    """The status once GOOD served everywhere."""
+    return compute(3, Verdict(True), GOOD, Observed(deployment("good"), []), {}, NOW)
+
+
+def test_a_configuration_serving_everywhere_becomes_the_last_good_one() -> None:
+    status = good_status()
+    assert status["rollout"] == {
+        "lastGood": {
+            "configHash": "good",
+            "configMap": "x-engine-good",
+            "method": "ngram",
+            "numSpeculativeTokens": 4,
+            "captureSizes": [4, 8, 12, 16],
+            "time": NOW,
+        }
+    }
+    # A rollout under way keeps it; once the new configuration serves everywhere it replaces it.
+    rolling = compute(4, Verdict(True), DESIRED, Observed(deployment(DESIRED.config_hash, ready=1), []), status, LATER)
+    assert rolling["rollout"] == status["rollout"]
+    done = compute(4, Verdict(True), DESIRED, Observed(deployment(DESIRED.config_hash), []), rolling, LATER)
+    assert done["rollout"]["lastGood"]["configHash"] == DESIRED.config_hash
+    assert done["rollout"]["lastGood"]["time"] == LATER
+
+
+def test_failures_are_the_new_configurations_own() -> None:
+    live = Observed(deployment(DESIRED.config_hash, ready=1, updated=1), [pod("good"), pod(DESIRED.config_hash)])
+    assert rollout.failure(DESIRED, live, health(DESIRED, live)) is None  # still starting
+    crashing = Observed(live.deployment, [pod("good"), pod(DESIRED.config_hash, "CrashLoopBackOff", PREFLIGHT)])
+    reason, message = rollout.failure(DESIRED, crashing, health(DESIRED, crashing)) or ("", "")
+    assert reason == "CrashLoopBackOff"
+    assert PREFLIGHT in message
+    # An old pod crashing is not the new configuration's doing.
+    old_crash = Observed(live.deployment, [pod("good", "CrashLoopBackOff", "oom"), pod(DESIRED.config_hash)])
+    assert rollout.failure(DESIRED, old_crash, health(DESIRED, old_crash)) is None
+    late = deployment(DESIRED.config_hash, ready=1, updated=1)
+    late["status"]["conditions"] = [{"type": "Progressing", "reason": "ProgressDeadlineExceeded", "message": "slow"}]
+    stuck = Observed(late, [pod("good"), pod(DESIRED.config_hash)])
+    assert rollout.failure(DESIRED, stuck, health(DESIRED, stuck)) == ("ProgressDeadlineExceeded", "slow")
+
+
+def test_a_rollback_needs_a_different_last_good_configuration() -> None:
+    crashing = Observed(deployment(DESIRED.config_hash, ready=1), [pod(DESIRED.config_hash, "CrashLoopBackOff", "x")])
+    state = health(DESIRED, crashing)
+    record = rollout.decide(good_status(), DESIRED, crashing, state, 4, LATER)
+    assert record == {
+        "configHash": DESIRED.config_hash,
+        "generation": 4,
+        "reason": "CrashLoopBackOff",
+        "message": record["message"] if record else "",
+        "time": LATER,
+    }
+    assert rollout.decide({}, DESIRED, crashing, state, 4, LATER) is None  # nothing served before
+    first = compute(3, Verdict(True), DESIRED, Observed(deployment(DESIRED.config_hash), []), {}, NOW)
+    assert rollout.decide(first, DESIRED, crashing, state, 4, LATER) is None  # it was this one
+
+
+def test_a_rollback_holds_for_its_generation_only() -> None:
+    status = {**good_status(), "rollout": {"rolledBack": {"configHash": "bad", "generation": 4}}}
+    assert rollout.in_force(status, 4) == {"configHash": "bad", "generation": 4}
+    assert rollout.in_force(status, 5) is None  # the spec changed: try again
+
+
+def test_the_restored_deployment_has_the_last_good_template() -> None:
+    wanted = {"kind": "Deployment", "spec": {"replicas": 2, "template": {"metadata": {"labels": {"a": "b"}}}}}
+    good_template: dict[str, Any] = {
+        "metadata": {
+            "labels": {"a": "b", "pod-template-hash": "5d8f"},
+            "annotations": {"specinfer.io/config-hash": "good"},
+        },
+        "spec": {"containers": [{"name": "engine", "image": "runtime:1"}]},
+    }
+    other = {"spec": {"template": {"metadata": {"annotations": {"specinfer.io/config-hash": "bad"}}}}}
+    back = rollout.restored(wanted, [other, {"spec": {"template": good_template}}], "good")
+    assert back is not None
+    assert back["spec"]["replicas"] == 2  # the spec's own settings stay
+    assert back["spec"]["template"]["metadata"]["labels"] == {"a": "b"}  # the controller adds its hash back
+    assert back["spec"]["template"]["spec"] == good_template["spec"]
+    assert "pod-template-hash" in good_template["metadata"]["labels"]  # the ReplicaSet is not modified
+    assert rollout.restored(wanted, [other], "good") is None
+
+
+def test_the_status_of_a_rolled_back_resource_describes_what_serves() -> None:
+    previous = good_status()
+    record = {
+        "configHash": DESIRED.config_hash,
+        "generation": 4,
+        "reason": "CrashLoopBackOff",
+        "message": f"pod p restarted 4 times; last exit: {PREFLIGHT}",
+        "time": LATER,
+    }
+    restoring = Observed(deployment("good", ready=1, updated=1), [])
+    status = compute(4, Verdict(True), DESIRED, restoring, previous, LATER, record)
+    assert conditions(status)["Ready"] == ("False", "RolledBack")
+    assert conditions(status)["Degraded"] == ("True", "RolledBack")
+    assert conditions(status)["Progressing"] == ("True", "RollingBack")
+    degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
+    assert PREFLIGHT in degraded["message"]
+    assert "restoring the last good configuration good (ngram, K=4)" in degraded["message"]
+    assert (status["configHash"], status["speculation"]["method"]) == ("good", "ngram")  # what serves
+    assert status["rollout"]["rolledBack"] == record
+    assert status["rollout"]["lastGood"] == previous["rollout"]["lastGood"]
+    assert transitions(previous, status) == [("Degraded", "RolledBack", degraded["message"])]  # one Warning
+    served = compute(4, Verdict(True), DESIRED, Observed(deployment("good"), []), status, LATER, record)
+    assert conditions(served)["Progressing"] == ("False", "RolledBack")
+    again = next(c for c in served["conditions"] if c["type"] == "Progressing")["message"]
+    assert "serves again" in again
+    assert transitions(status, served) == [("Progressing", "RolledBack", again)]  # and one when it is done
+    # A new generation: the record is gone and the status describes the new spec again.
+    retried = compute(5, Verdict(True), DESIRED, Observed(deployment("good"), []), served, LATER)
+    assert "rolledBack" not in retried["rollout"]
+    assert retried["configHash"] == DESIRED.config_hash
