@@ -21,7 +21,8 @@ from specinfer_operator.children import RenderDefaults
 from specinfer_operator.debounce import Debounce
 from specinfer_operator.kube import Kube
 from specinfer_operator.leader import Elector
-from specinfer_operator.reconcile import Context, refresh
+from specinfer_operator.reconcile import Context
+from specinfer_operator.refresh import refresh
 from specinfer_operator.settings import Settings, parse
 from specinfer_operator.telemetry import Telemetry
 

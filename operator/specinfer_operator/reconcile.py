@@ -1,8 +1,7 @@
 """One idempotent reconcile: validate, check the cluster can run it, apply the children, report status.
 
 A spec that cannot run is never applied: the Deployment keeps serving the last valid configuration
-and the status says why (ConfigValid=False). Child events (Deployments, pods) only refresh the status
-and correct drift; they never roll out a spec that reconcile has not accepted.
+and the status says why (ConfigValid=False). Child events go to refresh.py.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from specinfer_operator.children import (
 from specinfer_operator.kube import Kube
 from specinfer_operator.manifests import check
 from specinfer_operator.resource import SpeculativeInference
-from specinfer_operator.status import Desired, Observed, Verdict, compute, health, transitions
+from specinfer_operator.status import Desired, Observed, Verdict, compute, transitions
 
 log = logging.getLogger(__name__)
 
@@ -98,22 +97,6 @@ def capacity_problem(desired: Desired, node_selector: dict[str, str], nodes: lis
         f"each pod needs {desired.npus_per_pod} {resource}, but the largest node{where} has {max(offering)}: "
         "lower parallelism (tensor x pipeline x data) or add larger nodes"
     )
-
-
-def drifted(desired: Any, live: Any) -> bool:
-    """Whether `live` lacks something `desired` sets. Fields the API server adds are ignored, and so are
-    zero values it leaves out when storing (`readOnly: false`, `0`, `""`, empty lists and maps)."""
-    if live is None and desired in (False, 0, "", [], {}):
-        return False
-    if isinstance(desired, dict):
-        return not isinstance(live, dict) or any(drifted(v, live.get(k)) for k, v in desired.items())
-    if isinstance(desired, list):
-        return (
-            not isinstance(live, list)
-            or len(desired) != len(live)
-            or any(drifted(d, lv) for d, lv in zip(desired, live, strict=True))
-        )
-    return bool(desired != live)
 
 
 def status_patch(previous: dict[str, Any], current: dict[str, Any]) -> dict[str, Any] | None:
@@ -279,15 +262,16 @@ def _keep_rolled_back(
     """The children with the last good Deployment in place of the failed one; unchanged (and no rollback)
     when its ReplicaSet is gone."""
     wanted = next(o for o in children if o["kind"] == "Deployment")
-    back = _restore(ctx, wanted, previous, namespace, name)
+    back = restore(ctx, wanted, previous, namespace, name)
     if back is None:
         return children, None
     return [back if o is wanted else o for o in children], rollback
 
 
-def _restore(
+def restore(
     ctx: Context, wanted: dict[str, Any], previous: dict[str, Any], namespace: str, name: str
 ) -> dict[str, Any] | None:
+    """`wanted` with the last good configuration's pod template, from its ReplicaSet; None without one."""
     good = ((previous.get("rollout") or {}).get("lastGood") or {}).get("configHash")
     if not good:
         return None
@@ -315,76 +299,3 @@ def prune_config_maps(kube: Kube, namespace: str, name: str, deployment: dict[st
         config_name = config_map["metadata"]["name"]
         if config_name.startswith(f"{name}-engine-") and config_name not in in_use:
             kube.delete("v1", "configmaps", namespace, config_name)
-
-
-def refresh(namespace: str, name: str, ctx: Context) -> None:
-    """After a Deployment or pod event: correct drift of an accepted spec, then refresh the status.
-
-    Events come in bursts (every pod transition, every Deployment status change). One refresh per
-    resource runs at a time; events arriving meanwhile make it run once more, so the last state is
-    always published without one refresh per event."""
-    key = (namespace, name)
-    with ctx._guard:
-        if key in ctx._refreshing:
-            ctx._dirty.add(key)
-            return
-        ctx._refreshing.add(key)
-    try:
-        while True:
-            with ctx._guard:
-                ctx._dirty.discard(key)
-            with ctx.lock(namespace, name):
-                body = ctx.kube.resource(namespace, name)
-                if body is not None:
-                    _refresh(body, ctx, namespace, name)
-            with ctx._guard:  # deciding to stop and leaving must be one step, or an event is lost
-                if key not in ctx._dirty:
-                    ctx._refreshing.discard(key)
-                    return
-    except BaseException:
-        with ctx._guard:
-            ctx._refreshing.discard(key)
-        raise
-
-
-def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> None:
-    previous = body.get("status") or {}
-    accepted = previous.get("observedGeneration") == body["metadata"].get("generation")
-    config = next((c for c in previous.get("conditions") or [] if c.get("type") == "ConfigValid"), None)
-    if not accepted or config is None:
-        return  # reconcile has not handled this generation yet; it will publish the status
-    observed = observe(ctx, namespace, name)
-    if config["status"] != "True":
-        verdict = Verdict(False, config.get("reason", "InvalidSpec"), config.get("message", ""))
-        publish(body, ctx, verdict, None, observed)
-        return
-    report = check(body)
-    if report.value is None:
-        return
-    cr = report.value
-    desired = desired_of(cr, ctx.defaults)
-    wanted = next(o for o in render(cr, ctx.defaults) if o["kind"] == "Deployment")
-    generation = int(body["metadata"].get("generation") or 0)
-    rollback = rollout.in_force(previous, generation)
-    if rollback is None and cr.spec.rollout.on_failure == "Rollback":
-        rollback = rollout.decide(previous, desired, observed, health(desired, observed), generation, ctx.now())
-        if rollback is not None:
-            log.info("rolling %s/%s back: %s", namespace, name, rollback["message"])
-    if rollback is not None:
-        back = _restore(ctx, wanted, previous, namespace, name)
-        if back is None:
-            rollback = None  # nothing to restore: the failure shows as Degraded
-        else:
-            wanted = back
-            if rollout.in_force(previous, generation) is None:
-                metrics.ROLLBACKS.labels(reason=rollback["reason"]).inc()
-    if observed.deployment is None or drifted(wanted["spec"], observed.deployment.get("spec")):
-        log.info("correcting drift of Deployment %s/%s", namespace, name)
-        try:
-            ctx.kube.apply(wanted)
-        except ApiException as error:
-            if error.status == 403 and "NamespaceTerminating" in str(error.body):
-                return  # its namespace is going, and the resource with it
-            raise
-    verdict = Verdict(True, config.get("reason", "Valid"), "", [str(p) for p in report.warnings])
-    publish(body, ctx, verdict, desired, observed, rollback)

@@ -6,7 +6,8 @@ import threading
 from typing import Any
 
 from specinfer_operator.children import RenderDefaults
-from specinfer_operator.reconcile import Context, refresh
+from specinfer_operator.reconcile import Context
+from specinfer_operator.refresh import refresh
 
 
 class SlowKube:

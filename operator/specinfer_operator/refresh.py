@@ -1,0 +1,109 @@
+"""After a Deployment or pod event: refresh the status, correct drift, roll a failed configuration back.
+
+Child events never roll out a spec that reconcile has not accepted: they only compare what runs with what
+reconcile accepted (or, after a rollback, with the last good configuration).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from specinfer_operator import metrics, rollout
+from specinfer_operator.children import render
+from specinfer_operator.manifests import check
+from specinfer_operator.reconcile import Context, desired_of, observe, publish, restore
+from specinfer_operator.status import Verdict, health
+
+log = logging.getLogger(__name__)
+
+
+def drifted(desired: Any, live: Any) -> bool:
+    """Whether `live` lacks something `desired` sets. Fields the API server adds are ignored, and so are
+    zero values it leaves out when storing (`readOnly: false`, `0`, `""`, empty lists and maps)."""
+    if live is None and desired in (False, 0, "", [], {}):
+        return False
+    if isinstance(desired, dict):
+        return not isinstance(live, dict) or any(drifted(v, live.get(k)) for k, v in desired.items())
+    if isinstance(desired, list):
+        return (
+            not isinstance(live, list)
+            or len(desired) != len(live)
+            or any(drifted(d, lv) for d, lv in zip(desired, live, strict=True))
+        )
+    return bool(desired != live)
+
+
+def refresh(namespace: str, name: str, ctx: Context) -> None:
+    """After a Deployment or pod event: correct drift of an accepted spec, then refresh the status.
+
+    Events come in bursts (every pod transition, every Deployment status change). One refresh per
+    resource runs at a time; events arriving meanwhile make it run once more, so the last state is
+    always published without one refresh per event."""
+    key = (namespace, name)
+    with ctx._guard:
+        if key in ctx._refreshing:
+            ctx._dirty.add(key)
+            return
+        ctx._refreshing.add(key)
+    try:
+        while True:
+            with ctx._guard:
+                ctx._dirty.discard(key)
+            with ctx.lock(namespace, name):
+                body = ctx.kube.resource(namespace, name)
+                if body is not None:
+                    _refresh(body, ctx, namespace, name)
+            with ctx._guard:  # deciding to stop and leaving must be one step, or an event is lost
+                if key not in ctx._dirty:
+                    ctx._refreshing.discard(key)
+                    return
+    except BaseException:
+        with ctx._guard:
+            ctx._refreshing.discard(key)
+        raise
+
+
+def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> None:
+    previous = body.get("status") or {}
+    accepted = previous.get("observedGeneration") == body["metadata"].get("generation")
+    config = next((c for c in previous.get("conditions") or [] if c.get("type") == "ConfigValid"), None)
+    if not accepted or config is None:
+        return  # reconcile has not handled this generation yet; it will publish the status
+    observed = observe(ctx, namespace, name)
+    if config["status"] != "True":
+        verdict = Verdict(False, config.get("reason", "InvalidSpec"), config.get("message", ""))
+        publish(body, ctx, verdict, None, observed)
+        return
+    report = check(body)
+    if report.value is None:
+        return
+    cr = report.value
+    desired = desired_of(cr, ctx.defaults)
+    wanted = next(o for o in render(cr, ctx.defaults) if o["kind"] == "Deployment")
+    generation = int(body["metadata"].get("generation") or 0)
+    rollback = rollout.in_force(previous, generation)
+    if rollback is None and cr.spec.rollout.on_failure == "Rollback":
+        rollback = rollout.decide(previous, desired, observed, health(desired, observed), generation, ctx.now())
+        if rollback is not None:
+            log.info("rolling %s/%s back: %s", namespace, name, rollback["message"])
+    if rollback is not None:
+        back = restore(ctx, wanted, previous, namespace, name)
+        if back is None:
+            rollback = None  # nothing to restore: the failure shows as Degraded
+        else:
+            wanted = back
+            if rollout.in_force(previous, generation) is None:
+                metrics.ROLLBACKS.labels(reason=rollback["reason"]).inc()
+    if observed.deployment is None or drifted(wanted["spec"], observed.deployment.get("spec")):
+        log.info("correcting drift of Deployment %s/%s", namespace, name)
+        try:
+            ctx.kube.apply(wanted)
+        except ApiException as error:
+            if error.status == 403 and "NamespaceTerminating" in str(error.body):
+                return  # its namespace is going, and the resource with it
+            raise
+    verdict = Verdict(True, config.get("reason", "Valid"), "", [str(p) for p in report.warnings])
+    publish(body, ctx, verdict, desired, observed, rollback)
