@@ -269,12 +269,21 @@ def _keep_rolled_back(
 
 
 def restore(
-    ctx: Context, wanted: dict[str, Any], previous: dict[str, Any], namespace: str, name: str
+    ctx: Context,
+    wanted: dict[str, Any],
+    previous: dict[str, Any],
+    namespace: str,
+    name: str,
+    live: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
-    """`wanted` with the last good configuration's pod template, from its ReplicaSet; None without one."""
+    """`wanted` with the last good configuration's pod template: from the live Deployment when it runs it
+    already (no read), else from its ReplicaSet; None without one."""
     good = ((previous.get("rollout") or {}).get("lastGood") or {}).get("configHash")
     if not good:
         return None
+    back = rollout.restored(wanted, [live] if live is not None else [], str(good))
+    if back is not None:
+        return back
     replicasets = ctx.kube.list("apps/v1", "replicasets", namespace, label_selector(selector_labels(name)))
     back = rollout.restored(wanted, replicasets, str(good))
     if back is None:

@@ -90,7 +90,7 @@ def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> N
         if rollback is not None:
             log.info("rolling %s/%s back: %s", namespace, name, rollback["message"])
     if rollback is not None:
-        back = restore(ctx, wanted, previous, namespace, name)
+        back = restore(ctx, wanted, previous, namespace, name, observed.deployment)
         if back is None:
             rollback = None  # nothing to restore: the failure shows as Degraded
         else:

@@ -60,11 +60,11 @@ def decide(
     }
 
 
-def restored(wanted: dict[str, Any], replicasets: list[dict[str, Any]], config_hash: str) -> dict[str, Any] | None:
-    """`wanted` (the rendered Deployment) with the pod template of the ReplicaSet that ran `config_hash`,
-    or None when no ReplicaSet has it any more."""
-    for replicaset in replicasets:
-        template = (replicaset.get("spec") or {}).get("template") or {}
+def restored(wanted: dict[str, Any], owners: list[dict[str, Any]], config_hash: str) -> dict[str, Any] | None:
+    """`wanted` (the rendered Deployment) with the pod template of the first of `owners` (ReplicaSets, or
+    the live Deployment) whose template ran `config_hash`, or None when none has it."""
+    for owner in owners:
+        template = (owner.get("spec") or {}).get("template") or {}
         if _hash(template.get("metadata")) != config_hash:
             continue
         template = copy.deepcopy(template)

@@ -106,6 +106,9 @@ def test_the_restored_deployment_has_the_last_good_template() -> None:
     assert back["spec"]["template"]["spec"] == good_template["spec"]
     assert "pod-template-hash" in good_template["metadata"]["labels"]  # the ReplicaSet is not modified
     assert rollout.restored(wanted, [other], "good") is None
+    # The live Deployment already running it serves as well (no ReplicaSet read while rolled back).
+    live = {"spec": {"replicas": 2, "template": back["spec"]["template"]}}
+    assert rollout.restored(wanted, [live], "good") == back
 
 
 def test_the_status_of_a_rolled_back_resource_describes_what_serves() -> None:
