@@ -15,11 +15,12 @@ import copy
 from typing import Any
 
 from specinfer_operator.children import CONFIG_HASH_ANNOTATION
-from specinfer_operator.status import NOT_READY_WAITING, Desired, Health, Observed, pod_problem
+from specinfer_operator.status import Desired, Health, Observed, pod_problem
 
-# Pod states that a configuration, not the cluster, is to blame for. Unschedulable is not among them:
-# capacity may come; a rollout that never gets it misses the deadline instead.
-FAILURES = (*NOT_READY_WAITING, "ProgressDeadlineExceeded")
+# Pod states that a configuration, not the cluster, is to blame for, once the kubelet has retried:
+# ErrImagePull (a first failed pull, perhaps a registry hiccup) and Unschedulable (capacity may come) are not
+# among them; a rollout that never gets past them misses the deadline instead.
+FAILURES = ("CrashLoopBackOff", "ImagePullBackOff", "CreateContainerConfigError", "ProgressDeadlineExceeded")
 TEMPLATE_HASH_LABEL = "pod-template-hash"  # the Deployment controller's, on each ReplicaSet's template
 
 

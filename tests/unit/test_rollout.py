@@ -58,6 +58,11 @@ def test_failures_are_the_new_configurations_own() -> None:
     reason, message = rollout.failure(DESIRED, crashing, health(DESIRED, crashing)) or ("", "")
     assert reason == "CrashLoopBackOff"
     assert PREFLIGHT in message
+    # A first failed pull may be the registry's hiccup: the kubelet retries before it counts.
+    pulling = Observed(live.deployment, [pod(DESIRED.config_hash, "ErrImagePull")])
+    assert rollout.failure(DESIRED, pulling, health(DESIRED, pulling)) is None
+    backoff = Observed(live.deployment, [pod(DESIRED.config_hash, "ImagePullBackOff")])
+    assert (rollout.failure(DESIRED, backoff, health(DESIRED, backoff)) or ("",))[0] == "ImagePullBackOff"
     # An old pod crashing is not the new configuration's doing.
     old_crash = Observed(live.deployment, [pod("good", "CrashLoopBackOff", "oom"), pod(DESIRED.config_hash)])
     assert rollout.failure(DESIRED, old_crash, health(DESIRED, old_crash)) is None
