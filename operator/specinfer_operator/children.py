@@ -1,8 +1,8 @@
 """Render a SpeculativeInference into its child objects (pure: same input, same objects).
 
-The engine config goes into an immutable ConfigMap whose name carries the config hash, and the pod
-template references it by name: any config change changes the template and rolls out, and a pod of
-the old ReplicaSet that restarts mid-rollout still mounts the config it was started with.
+The engine config goes into an immutable ConfigMap whose name carries the config hash (config_hash), and
+the pod template references it by name: any config change changes the template and rolls out, and a pod
+of the old ReplicaSet that restarts mid-rollout still mounts the config it was started with.
 """
 
 from __future__ import annotations
@@ -49,8 +49,16 @@ def engine_config_json(engine: EngineSpec) -> str:
     return json.dumps(engine.dump(), sort_keys=True, separators=(",", ":"))
 
 
-def config_hash(engine: EngineSpec) -> str:
-    return hashlib.sha256(engine_config_json(engine).encode()).hexdigest()[:10]
+def config_hash(cr: SpeculativeInference, defaults: RenderDefaults) -> str:
+    """A configuration's identity: the engine config and the image and environment that run it, which
+    decide how the pods serve and speculate. A change of any of them is a new configuration: it goes
+    through a canary, and its failure rolls back to the last good one."""
+    identity = {
+        "engine": json.loads(engine_config_json(cr.spec.engine())),
+        "image": cr.spec.runtime.image or defaults.runtime_image,
+        "env": [var.dump() for var in cr.spec.runtime.env or []],
+    }
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
 
 
 def label_selector(labels: Mapping[str, str]) -> str:
@@ -173,12 +181,12 @@ def engine_config_map_name(name: str, digest: str) -> str:
     return f"{name}-engine-{digest}"
 
 
-def engine_config_map(cr: SpeculativeInference) -> dict[str, Any]:
+def engine_config_map(cr: SpeculativeInference, defaults: RenderDefaults) -> dict[str, Any]:
     engine = cr.spec.engine()
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _metadata(cr, engine_config_map_name(cr.metadata.name, config_hash(engine))),
+        "metadata": _metadata(cr, engine_config_map_name(cr.metadata.name, config_hash(cr, defaults))),
         "immutable": True,
         "data": {CONFIG_FILE: engine_config_json(engine)},
     }
@@ -187,7 +195,7 @@ def engine_config_map(cr: SpeculativeInference) -> dict[str, Any]:
 def deployment(cr: SpeculativeInference, defaults: RenderDefaults) -> dict[str, Any]:
     spec, name = cr.spec, cr.metadata.name
     engine = spec.engine()
-    digest = config_hash(engine)
+    digest = config_hash(cr, defaults)
     npu = spec.resources.npu_resource_name or defaults.npu_resource_name
     limits: dict[str, Any] = {npu: str(spec.npus_per_pod())}
     if spec.resources.cpu:
@@ -282,4 +290,4 @@ def service(cr: SpeculativeInference) -> dict[str, Any]:
 def render(cr: SpeculativeInference, defaults: RenderDefaults | None = None) -> list[dict[str, Any]]:
     """All children, in apply order: the config first, so a new pod never waits for it."""
     defaults = defaults or RenderDefaults()
-    return [engine_config_map(cr), deployment(cr, defaults), service(cr)]
+    return [engine_config_map(cr, defaults), deployment(cr, defaults), service(cr)]

@@ -8,9 +8,11 @@ from typing import Any
 import kopf
 
 from specinfer_operator import metrics
+from specinfer_operator.canary import ACTION_ANNOTATION
 from specinfer_operator.children import MANAGER, label_selector
+from specinfer_operator.context import Context
 from specinfer_operator.debounce import Debounce
-from specinfer_operator.reconcile import APPLY_REJECTED, Context, reconcile
+from specinfer_operator.reconcile import APPLY_REJECTED, reconcile
 from specinfer_operator.resource import GROUP, PLURAL, VERSION
 from specinfer_operator.telemetry import INSTANCE_LABEL, Telemetry
 
@@ -113,8 +115,15 @@ def on_delete(name: str, namespace: str | None, **_: Any) -> None:
 # thread hop each would queue behind the handler threads, and delay the on_spec of the same resource.
 @kopf.on.event(GROUP, VERSION, PLURAL)
 async def on_resource_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
-    """Keep the telemetry loop's view of each resource (settings, status) current, without reads."""
-    memo["telemetry"].resource_event(event.get("type"), dict(event["object"]))
+    """Keep the telemetry loop's view of each resource (settings, status) current, without reads; act on
+    a canary's manual action. kopf's diffs leave out annotations under its storage prefix (specinfer.io/),
+    so on_spec never sees one set."""
+    body: dict[str, Any] = dict(event["object"])
+    memo["telemetry"].resource_event(event.get("type"), body)
+    metadata: dict[str, Any] = body.get("metadata") or {}
+    if event.get("type") != "DELETED" and ACTION_ANNOTATION in (metadata.get("annotations") or {}):
+        refreshes: Debounce[tuple[str, str]] = memo["refreshes"]
+        refreshes.schedule((metadata.get("namespace", ""), metadata.get("name", "")))
 
 
 @kopf.on.event("v1", "pods", labels=CHILD_LABELS)

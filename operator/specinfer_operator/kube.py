@@ -121,6 +121,11 @@ class Kube:
             },
         )
 
+    def patch_metadata(self, namespace: str, name: str, metadata: dict[str, Any]) -> None:
+        """Merge-patch a resource's metadata (a consumed annotation); keys set to None are removed."""
+        path = f"{collection(f'{GROUP}/{VERSION}', PLURAL, namespace)}/{name}"
+        self._call("PATCH", path, {"metadata": metadata}, content_type="application/merge-patch+json")
+
     def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Merge-patch the status subresource; keys set to None are removed."""
         path = f"{collection(f'{GROUP}/{VERSION}', PLURAL, namespace)}/{name}/status"

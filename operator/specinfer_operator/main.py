@@ -7,7 +7,7 @@ import os
 import signal
 import socket
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
@@ -18,10 +18,10 @@ from prometheus_client import start_http_server
 
 from specinfer_operator import handlers  # registers the handlers
 from specinfer_operator.children import RenderDefaults
+from specinfer_operator.context import Context, EventSink, utc_now
 from specinfer_operator.debounce import Debounce
 from specinfer_operator.kube import Kube
 from specinfer_operator.leader import Elector
-from specinfer_operator.reconcile import Context
 from specinfer_operator.refresh import refresh
 from specinfer_operator.settings import Settings, parse
 from specinfer_operator.telemetry import Telemetry
@@ -32,8 +32,17 @@ REFRESH_THREADS = 8
 API_THREADS = 2 + REFRESH_THREADS  # beyond kopf's workers: the telemetry loop, the leader's lease, refreshes
 
 
-def post_event(body: dict[str, Any], type: str, reason: str, message: str) -> None:
-    kopf.event(kopf.Body(cast(kopf.RawBody, body)), type=type, reason=reason, message=message[:1024])
+def event_poster(kube: Kube, now: Callable[[], str]) -> EventSink:
+    """Events through kopf (which batches them) from its handlers; posted directly from threads kopf did
+    not start (a refresh the telemetry loop asked for), where kopf has no context to post with."""
+
+    def post(body: dict[str, Any], type: str, reason: str, message: str) -> None:
+        try:
+            kopf.event(kopf.Body(cast(kopf.RawBody, body)), type=type, reason=reason, message=message[:1024])
+        except LookupError:
+            kube.event(body, type, reason, message, now())
+
+    return post
 
 
 @contextmanager
@@ -94,13 +103,15 @@ def run(settings: Settings) -> None:
             os.kill(os.getpid(), signal.SIGTERM)
 
         elector.keep(lost=step_down)
-    ctx = Context(kube, RenderDefaults(settings.runtime_image, settings.npu_resource_name), post_event)
+    defaults = RenderDefaults(settings.runtime_image, settings.npu_resource_name)
+    ctx = Context(kube, defaults, event_poster(kube, utc_now))
     telemetry = Telemetry(kube, ctx.lock, settings.scrape, ctx.now)
 
     def refresh_status(key: tuple[str, str]) -> None:
         refresh(key[0], key[1], ctx)
 
     refreshes = Debounce(refresh_status, REFRESH_DELAY, REFRESH_THREADS, "refresh")
+    telemetry.judge = refreshes.schedule  # new figures may decide a canary
     kopf.run(
         standalone=True,
         clusterwide=not settings.namespaces,

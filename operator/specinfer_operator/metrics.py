@@ -25,6 +25,7 @@ ROLLOUTS_FINISHED = Counter(
 ROLLBACKS = Counter(
     "specinfer_rollbacks", "Failed configurations rolled back to the last good one, by reason.", ["reason"]
 )
+CANARIES = Counter("specinfer_canaries", "Canaries judged, by result (promoted, rolled_back).", ["result"])
 SCRAPES = Counter("specinfer_scrapes", "Scrapes of engine pods' /metrics, by result (ok, error).", ["result"])
 SCRAPE_SECONDS = Histogram(
     "specinfer_scrape_duration_seconds",

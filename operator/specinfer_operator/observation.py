@@ -130,3 +130,27 @@ def update(
     elif turned and new is not None and old is not None and old["status"] == "True":
         events.append(("Normal", "AcceptanceRecovered", new["message"]))
     return Update(patch, events)
+
+
+def canary_update(
+    status: dict[str, Any], figures: Figures, need: int, now: str, refresh: float
+) -> dict[str, Any] | None:
+    """The patch of status.rollout.canary.observed for the canary's figures, or None: written when they
+    moved, at each tenth of the way to `need` draft tokens (reaching it, the canary can be judged), or
+    when stale."""
+    record = (status.get("rollout") or {}).get("canary") or {}
+    config_hash = record.get("configHash")
+    if not config_hash:
+        return None
+    written = record.get("observed") or {}
+    before = written if written.get("configHash") == config_hash else None
+    after = observed(figures, config_hash, now)
+
+    def progress(draft_tokens: int) -> int:
+        return min(draft_tokens * 10 // need, 10)
+
+    judged = progress(int((before or {}).get("draftTokens", 0))) != progress(after["draftTokens"])
+    stale = before is not None and after["podsMeasured"] > 0 and _age(before.get("measuredTime"), now) >= refresh
+    if before is not None and not judged and not stale and not moved(before, after):
+        return None
+    return {"rollout": {"canary": {"observed": {**dict.fromkeys(written), **after}}}}

@@ -8,76 +8,22 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, Protocol
+from dataclasses import replace
+from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from specinfer_operator import metrics, rollout
-from specinfer_operator.children import (
-    RenderDefaults,
-    config_hash,
-    engine_config_map_name,
-    label_selector,
-    render,
-    selector_labels,
-)
+from specinfer_operator import metrics, strategy
+from specinfer_operator.children import RenderDefaults, label_selector, render, selector_labels
+from specinfer_operator.context import Context, desired_of, observe
 from specinfer_operator.kube import Kube
 from specinfer_operator.manifests import check
 from specinfer_operator.resource import SpeculativeInference
 from specinfer_operator.status import Desired, Observed, Verdict, compute, transitions
 
 log = logging.getLogger(__name__)
-
-
-class EventSink(Protocol):
-    def __call__(self, body: dict[str, Any], type: str, reason: str, message: str) -> None: ...
-
-
-@dataclass
-class Context:
-    """What every reconcile needs; one per operator process."""
-
-    kube: Kube
-    defaults: RenderDefaults
-    events: EventSink
-    now: Callable[[], str] = lambda: datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    _locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict)
-    _guard: threading.Lock = field(default_factory=threading.Lock)
-    _refreshing: set[tuple[str, str]] = field(default_factory=set)
-    _dirty: set[tuple[str, str]] = field(default_factory=set)
-    # Children are applied concurrently: order is irrelevant (a pod retries mounting its ConfigMap,
-    # which exists long before any pod is scheduled) and each apply is a round trip.
-    appliers: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(8, "apply"))
-    # Each resource's pods by (namespace, name), kept by the watch (kopf's index); None: list them.
-    pods: Mapping[tuple[str, str], Iterable[dict[str, Any]]] | None = None
-
-    def lock(self, namespace: str, name: str) -> threading.Lock:
-        """One resource at a time: kopf handles events of its pods concurrently, and each publishes status."""
-        with self._guard:
-            return self._locks.setdefault((namespace, name), threading.Lock())
-
-
-def desired_of(cr: SpeculativeInference, defaults: RenderDefaults) -> Desired:
-    engine = cr.spec.engine()
-    name, namespace = cr.metadata.name, cr.metadata.namespace or "default"
-    return Desired(
-        config_hash=config_hash(engine),
-        replicas=cr.spec.replicas,
-        method=engine.speculative.effective_method(),
-        num_speculative_tokens=engine.effective_k(),
-        capture_sizes=engine.capture_sizes(),
-        npus_per_pod=cr.spec.npus_per_pod(),
-        npu_resource=cr.spec.resources.npu_resource_name or defaults.npu_resource_name,
-        endpoint=f"http://{name}.{namespace}.svc:{cr.spec.service.port}",
-        selector=label_selector(selector_labels(name)),
-        config_map=engine_config_map_name(name, config_hash(engine)),
-    )
 
 
 def capacity_problem(desired: Desired, node_selector: dict[str, str], nodes: list[dict[str, Any]]) -> str | None:
@@ -134,18 +80,6 @@ def verdict_of(
     return Verdict(True, "ValidWithWarnings" if warnings else "Valid", "", warnings), cr, desired
 
 
-def observe(ctx: Context, namespace: str, name: str, deployment: dict[str, Any] | None = None) -> Observed:
-    """The Deployment (read unless given) and its pods: from the watch's index when kopf has handed it
-    over, since listing a namespace's pods per refresh costs the API server O(pods) each time."""
-    if deployment is None:
-        deployment = ctx.kube.get("apps/v1", "deployments", namespace, name)
-    if ctx.pods is not None:
-        pods = list(ctx.pods.get((namespace, name), ()))
-    else:
-        pods = ctx.kube.list("v1", "pods", namespace, label_selector(selector_labels(name)))
-    return Observed(deployment=deployment, pods=pods)
-
-
 def _event_type(kind: str, status: bool) -> str:
     bad = (kind == "Degraded" and status) or (kind == "ConfigValid" and not status)
     return "Warning" if bad else "Normal"
@@ -157,16 +91,19 @@ def publish(
     verdict: Verdict,
     desired: Desired | None,
     observed: Observed,
-    rollback: dict[str, Any] | None = None,
+    arrangement: strategy.Arrangement | None = None,
 ) -> None:
-    """Compute the status, write it only if it changed, and report transitions as events and metrics."""
+    """Compute the status, write it only if it changed (and keep it in `body`, for a next publish), and
+    report transitions as events and metrics."""
     meta = body["metadata"]
     previous = body.get("status") or {}
-    current = compute(meta.get("generation", 0), verdict, desired, observed, previous, ctx.now(), rollback)
+    rollback, record = (arrangement.rollback, arrangement.record) if arrangement else (None, None)
+    current = compute(meta.get("generation", 0), verdict, desired, observed, previous, ctx.now(), rollback, record)
     patch = status_patch(previous, current)
     if patch is None:
         return
     ctx.kube.patch_status(meta["namespace"], meta["name"], patch)
+    body["status"] = current
     metrics.STATUS_WRITES.labels(writer="reconcile").inc()
     metrics.observe_conditions(meta["namespace"], meta["name"], current["conditions"])
     for kind, reason, message in transitions(previous, current):
@@ -228,9 +165,14 @@ def _reconcile(body: dict[str, Any], ctx: Context, nodes: list[dict[str, Any]], 
     verdict, cr, desired = verdict_of(body, nodes, ctx.defaults)
     children = render(cr, ctx.defaults) if desired is not None and cr is not None else []
     previous = body.get("status") or {}
-    rollback = rollout.in_force(previous, int(body["metadata"].get("generation") or 0))
-    if rollback is not None and desired is not None:  # this spec failed: what serves stays the last good one
-        children, rollback = _keep_rolled_back(ctx, children, previous, namespace, name, rollback)
+    arrangement, observed = None, None
+    if desired is not None and cr is not None:  # which Deployments run what: rollbacks and canaries
+        wanted = next(o for o in children if o["kind"] == "Deployment")
+        arrangement, observed = strategy.arrange(ctx, body, cr, desired, wanted)
+        children = [arrangement.deployment if o is wanted else o for o in children]
+        children += [arrangement.canary] if arrangement.canary is not None else []
+        if arrangement.decided and observed is not None:  # recorded before it is carried out
+            publish(body, ctx, verdict, desired, observed, arrangement)
     # A configuration already serves: a dry run of every child first, so that a refusal of any leaves
     # all of them as they are. Before the first apply nothing serves, and the round trip is saved.
     serving = bool(previous.get("configHash"))
@@ -240,60 +182,25 @@ def _reconcile(body: dict[str, Any], ctx: Context, nodes: list[dict[str, Any]], 
         applied, refused = apply_children(ctx.kube, children, ctx.appliers, dry_run=False)
     if refused:
         verdict, desired = Verdict(False, APPLY_REJECTED, refused, verdict.warnings), None
-    deployment = next((o for o in applied if o.get("kind") == "Deployment"), None)
-    if desired is not None and deployment is not None and previous.get("configHash") != desired.config_hash:
+    deployments = [o for o in applied if o.get("kind") == "Deployment"]
+    deployment = next((o for o in deployments if o["metadata"]["name"] == name), None)
+    canary = next((o for o in deployments if o["metadata"]["name"] != name), None)
+    if arrangement is not None and desired is not None:
+        strategy.carry_out(ctx, body, arrangement, observed)
+    if desired is not None and deployment is not None and strategy.starts_rollout(previous, desired):
         metrics.ROLLOUTS_STARTED.inc()
         # ConfigMaps of older configurations exist once one served, or a first apply was partly refused.
         rejected = any(c.get("reason") == APPLY_REJECTED for c in previous.get("conditions") or [])
         if serving or rejected:
-            prune_config_maps(ctx.kube, namespace, name, deployment)
-    publish(body, ctx, verdict, desired, observe(ctx, namespace, name, deployment), rollback)
+            prune_config_maps(ctx.kube, namespace, name, deployments)
+    seen = replace(observe(ctx, namespace, name, deployment), canary=canary)
+    publish(body, ctx, verdict, desired, seen, arrangement)
     return "applied" if verdict.valid else "refused"
 
 
-def _keep_rolled_back(
-    ctx: Context,
-    children: list[dict[str, Any]],
-    previous: dict[str, Any],
-    namespace: str,
-    name: str,
-    rollback: dict[str, Any],
-) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """The children with the last good Deployment in place of the failed one; unchanged (and no rollback)
-    when its ReplicaSet is gone."""
-    wanted = next(o for o in children if o["kind"] == "Deployment")
-    back = restore(ctx, wanted, previous, namespace, name)
-    if back is None:
-        return children, None
-    return [back if o is wanted else o for o in children], rollback
-
-
-def restore(
-    ctx: Context,
-    wanted: dict[str, Any],
-    previous: dict[str, Any],
-    namespace: str,
-    name: str,
-    live: dict[str, Any] | None = None,
-) -> dict[str, Any] | None:
-    """`wanted` with the last good configuration's pod template: from the live Deployment when it runs it
-    already (no read), else from its ReplicaSet; None without one."""
-    good = ((previous.get("rollout") or {}).get("lastGood") or {}).get("configHash")
-    if not good:
-        return None
-    back = rollout.restored(wanted, [live] if live is not None else [], str(good))
-    if back is not None:
-        return back
-    replicasets = ctx.kube.list("apps/v1", "replicasets", namespace, label_selector(selector_labels(name)))
-    back = rollout.restored(wanted, replicasets, str(good))
-    if back is None:
-        log.warning("cannot roll %s/%s back: no ReplicaSet runs configuration %s any more", namespace, name, good)
-    return back
-
-
-def prune_config_maps(kube: Kube, namespace: str, name: str, deployment: dict[str, Any]) -> None:
-    """Delete engine ConfigMaps that neither the Deployment nor any of its ReplicaSets mounts (rollbacks
-    keep theirs)."""
+def prune_config_maps(kube: Kube, namespace: str, name: str, deployments: list[dict[str, Any]]) -> None:
+    """Delete engine ConfigMaps that neither the Deployments (stable, canary) nor any of their ReplicaSets
+    mount (rollbacks keep theirs)."""
     selector = label_selector(selector_labels(name))
     in_use = {
         volume["configMap"]["name"]
@@ -301,9 +208,10 @@ def prune_config_maps(kube: Kube, namespace: str, name: str, deployment: dict[st
         for volume in rs.get("spec", {}).get("template", {}).get("spec", {}).get("volumes", [])
         if "configMap" in volume
     }
-    for volume in deployment.get("spec", {}).get("template", {}).get("spec", {}).get("volumes", []):
-        if "configMap" in volume:
-            in_use.add(volume["configMap"]["name"])
+    for deployment in deployments:
+        for volume in deployment.get("spec", {}).get("template", {}).get("spec", {}).get("volumes", []):
+            if "configMap" in volume:
+                in_use.add(volume["configMap"]["name"])
     for config_map in kube.list("v1", "configmaps", namespace, selector):
         config_name = config_map["metadata"]["name"]
         if config_name.startswith(f"{name}-engine-") and config_name not in in_use:

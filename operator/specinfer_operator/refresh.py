@@ -1,7 +1,9 @@
-"""After a Deployment or pod event: refresh the status, correct drift, roll a failed configuration back.
+"""After a Deployment or pod event: refresh the status, correct drift, judge a canary, roll a failed
+configuration back.
 
 Child events never roll out a spec that reconcile has not accepted: they only compare what runs with what
-reconcile accepted (or, after a rollback, with the last good configuration).
+reconcile accepted, arranged by strategy.py (the last good configuration after a rollback, a canary
+beside the stable pods).
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from specinfer_operator import metrics, rollout
+from specinfer_operator import strategy
 from specinfer_operator.children import render
+from specinfer_operator.context import Context, desired_of, observe
 from specinfer_operator.manifests import check
-from specinfer_operator.reconcile import Context, desired_of, observe, publish, restore
-from specinfer_operator.status import Verdict, health
+from specinfer_operator.reconcile import publish
+from specinfer_operator.status import Verdict
 
 log = logging.getLogger(__name__)
 
@@ -83,27 +86,19 @@ def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> N
     cr = report.value
     desired = desired_of(cr, ctx.defaults)
     wanted = next(o for o in render(cr, ctx.defaults) if o["kind"] == "Deployment")
-    generation = int(body["metadata"].get("generation") or 0)
-    rollback = rollout.in_force(previous, generation)
-    if rollback is None and cr.spec.rollout.on_failure == "Rollback":
-        rollback = rollout.decide(previous, desired, observed, health(desired, observed), generation, ctx.now())
-        if rollback is not None:
-            log.info("rolling %s/%s back: %s", namespace, name, rollback["message"])
-    if rollback is not None:
-        back = restore(ctx, wanted, previous, namespace, name, observed.deployment)
-        if back is None:
-            rollback = None  # nothing to restore: the failure shows as Degraded
-        else:
-            wanted = back
-            if rollout.in_force(previous, generation) is None:
-                metrics.ROLLBACKS.labels(reason=rollback["reason"]).inc()
-    if observed.deployment is None or drifted(wanted["spec"], observed.deployment.get("spec")):
-        log.info("correcting drift of Deployment %s/%s", namespace, name)
-        try:
-            ctx.kube.apply(wanted)
-        except ApiException as error:
-            if error.status == 403 and "NamespaceTerminating" in str(error.body):
-                return  # its namespace is going, and the resource with it
-            raise
+    arrangement, seen = strategy.arrange(ctx, body, cr, desired, wanted, observed)
+    observed = seen or observed
     verdict = Verdict(True, config.get("reason", "Valid"), "", [str(p) for p in report.warnings])
-    publish(body, ctx, verdict, desired, observed, rollback)
+    if arrangement.decided:  # recorded before it is carried out, so that a restart carries it out too
+        publish(body, ctx, verdict, desired, observed, arrangement)
+    try:
+        for deployment, live in ((arrangement.deployment, observed.deployment), (arrangement.canary, observed.canary)):
+            if deployment is not None and (live is None or drifted(deployment["spec"], live.get("spec"))):
+                log.info("correcting drift of Deployment %s/%s", namespace, deployment["metadata"]["name"])
+                ctx.kube.apply(deployment)
+        strategy.carry_out(ctx, body, arrangement, observed)
+    except ApiException as error:
+        if error.status == 403 and "NamespaceTerminating" in str(error.body):
+            return  # its namespace is going, and the resource with it
+        raise
+    publish(body, ctx, verdict, desired, observed, arrangement)

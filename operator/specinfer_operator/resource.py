@@ -159,6 +159,53 @@ class PlacementSettings(Section):
     )
 
 
+class CanarySettings(Section):
+    """The canary of `strategy: Canary`: how many pods try a new configuration first, and the acceptance
+    it must show before it reaches the others."""
+
+    replicas: int | None = Field(
+        default=None,
+        ge=1,
+        le=1000,
+        description="Pods that run the new configuration first (at most spec.replicas); 1 unless percent is set.",
+    )
+    percent: int | None = Field(
+        default=None,
+        ge=1,
+        le=100,
+        description="The canary as a share of spec.replicas, rounded up to whole pods; instead of replicas.",
+    )
+    min_draft_tokens: int = Field(
+        default=2000,
+        ge=1,
+        le=1_000_000_000,
+        description="Draft tokens the canary (and the stable pods it is compared with) must have proposed in "
+        "the telemetry window before it is judged: a few drafts are no evidence.",
+    )
+    max_mean_acceptance_length_drop: float = Field(
+        default=0.25,
+        ge=0,
+        le=15,
+        description="Tolerance: the canary is promoted when its mean acceptance length (tokens per "
+        "verification step) is at most this much below the stable pods', and rolled back otherwise.",
+    )
+
+    cel_rules: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            id="canary",
+            rule="!has(self.replicas) || !has(self.percent)",
+            message="replicas %d and percent %d both size the canary: set one of them",
+            args=("self.replicas", "self.percent"),
+            field_path=".percent",
+        ),
+    )
+
+    def size(self, replicas: int) -> int:
+        """Pods of the canary out of `replicas`: at least one, at most all of them."""
+        wanted = -(-replicas * self.percent // 100) if self.percent is not None else self.replicas or 1
+        return max(1, min(wanted, replicas))
+
+
 class RolloutSettings(Section):
     """How configuration changes roll out. NPUs are scarce: by default one pod is replaced at a time and
     no extra pod is created (a surge pod could never schedule on a full cluster)."""
@@ -179,6 +226,14 @@ class RolloutSettings(Section):
         "configuration that served on every replica and does not try this spec again until it changes; Halt "
         "leaves the failed pods in place for a person to look at. Either way the resource is Degraded.",
     )
+    strategy: Literal["RollingUpdate", "Canary"] = Field(
+        default="RollingUpdate",
+        description="RollingUpdate replaces the pods in place. Canary first moves canary.replicas pods to the "
+        "new configuration behind the same Service, compares their acceptance with the stable pods' (or, "
+        "when every pod is in the canary, with the last good configuration's figures) and promotes it or "
+        "rolls it back. A first rollout, and a change of replicas alone, roll out directly.",
+    )
+    canary: CanarySettings = section_field(CanarySettings, "The canary of strategy Canary.")
 
     cel_rules: ClassVar[tuple[Rule, ...]] = (
         Rule(
@@ -263,6 +318,13 @@ class SpeculativeInferenceSpec(EngineSpec):
             "raise it or leave it unset",
             args=("self.resources.npusPerPod", _ENGINE_NPUS),
             field_path=".resources.npusPerPod",
+        ),
+        Rule(
+            id="canary",
+            rule="self.rollout.strategy != 'Canary' || self.telemetry.enabled",
+            message="rollout.strategy Canary judges the canary by the acceptance telemetry measures, which "
+            "telemetry.enabled false turns off: enable telemetry or use strategy RollingUpdate",
+            field_path=".rollout.strategy",
         ),
     )
 

@@ -77,18 +77,44 @@ class RolledBackConfiguration(Section):
 
     config_hash: str = Field(max_length=64, description="The failed configuration's hash.")
     generation: int = Field(description="The spec generation it came from: a new generation tries again.")
-    reason: str = Field(max_length=128, description="How it failed: CrashLoopBackOff, ProgressDeadlineExceeded...")
+    reason: str = Field(
+        max_length=128,
+        description="How it failed: CrashLoopBackOff, ProgressDeadlineExceeded...; a canary: "
+        "AcceptanceBelowStable, AcceptanceBelowFloor, AbortedByHand.",
+    )
     message: str = Field(max_length=4096, description="The pods' own words (termination message) or the deadline's.")
     time: str = Field(max_length=64, description="When it was rolled back (RFC 3339).")
 
 
+class CanaryStatus(Section):
+    """A canary in progress (rollout.strategy Canary): the new configuration on some pods, measured against
+    the stable ones before it reaches them."""
+
+    config_hash: str = Field(max_length=64, description="The configuration on trial.")
+    stable_config_hash: str = Field(max_length=64, description="The last good configuration it is compared with.")
+    phase: Literal["Canary", "Promoting"] = Field(
+        description="Canary: on trial; Promoting: judged good, rolling out to every pod."
+    )
+    replicas: int = Field(description="Pods of the canary.")
+    stable_replicas: int = Field(description="Pods that keep the last good configuration meanwhile.")
+    message: str = Field(max_length=4096, description="The verdict so far: what it waits for, or the figures.")
+    start_time: str = Field(max_length=64, description="When the canary started (RFC 3339).")
+    baseline: ObservedSpeculation | None = Field(
+        default=None,
+        description="The last good configuration's figures when the canary started: the reference when every "
+        "pod is in the canary (a sequential comparison).",
+    )
+    observed: ObservedSpeculation | None = Field(default=None, description="The canary pods' own figures.")
+
+
 class RolloutStatus(Section):
-    """What rollouts have established: the last good configuration, and a rollback in force."""
+    """What rollouts have established: the last good configuration, a rollback in force, a canary."""
 
     last_good: LastGoodConfiguration | None = Field(default=None, description="Last configuration served everywhere.")
     rolled_back: RolledBackConfiguration | None = Field(
         default=None, description="Present while the spec's configuration stays rolled back."
     )
+    canary: CanaryStatus | None = Field(default=None, description="Present while a canary is in progress.")
 
 
 class SpeculativeInferenceStatus(Section):

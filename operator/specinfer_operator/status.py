@@ -42,6 +42,7 @@ class Desired:
 
 
 ROLLED_BACK = "RolledBack"
+CANARY, PROMOTING = "Canary", "Promoting"  # phases of a canary (canary.py), and the Ready reasons then
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class Verdict:
 class Observed:
     deployment: dict[str, Any] | None
     pods: list[dict[str, Any]]
+    canary: dict[str, Any] | None = None  # the canary Deployment, while there is one
 
 
 @dataclass(frozen=True)
@@ -173,15 +175,19 @@ def compute(
     previous: dict[str, Any],
     now: str,
     rollback: dict[str, Any] | None = None,
+    canary: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The whole status. With an invalid spec, it keeps describing what still serves; with `rollback` (the
-    spec's configuration failed and was rolled back), it describes the last good one, which serves."""
+    spec's configuration failed and was rolled back), it describes the last good one, which serves; with
+    `canary` (status.rollout.canary, canary.py), the last good one on the stable pods and the canary."""
     before = previous.get("conditions") or []
     status: dict[str, Any] = {"observedGeneration": generation}
-    deployment_status = _get(observed.deployment, "status") or {}
-    status["replicas"] = deployment_status.get("replicas", 0)
-    status["readyReplicas"] = deployment_status.get("readyReplicas", 0)
-    status["updatedReplicas"] = deployment_status.get("updatedReplicas", 0)
+    counts = [_get(d, "status") or {} for d in (observed.deployment, observed.canary) if d is not None]
+    for key in ("replicas", "readyReplicas"):
+        status[key] = sum(int(c.get(key, 0)) for c in counts)
+    in_canary = canary is not None and canary["phase"] == CANARY
+    updated = _get(observed.canary if in_canary else observed.deployment, "status", "updatedReplicas")
+    status["updatedReplicas"] = int(updated or 0)
 
     config_message = verdict.message or "; ".join(verdict.warnings) or "the spec is valid"
     config = condition("ConfigValid", verdict.valid, verdict.reason, config_message, generation, before, now)
@@ -207,11 +213,16 @@ def compute(
         return status
 
     good = (previous.get("rollout") or {}).get("lastGood")
-    if rollback is not None and good is not None:
+    replicas = desired.replicas
+    if in_canary and canary is not None and good is not None:
+        desired = replace(serving_last_good(desired, good), replicas=int(canary["stableReplicas"]))
+    elif rollback is not None and good is not None:
         desired = serving_last_good(desired, good)  # the status describes what serves: the last good configuration
     state = health(desired, observed)
-    status["ready"] = f"{status['readyReplicas']}/{desired.replicas}"
-    rollout = {"lastGood": last_good(good, desired, state, now), "rolledBack": rollback}
+    if state.rolled_out and canary is not None and not in_canary:
+        canary = None  # promoted: the new configuration serves on every replica
+    status["ready"] = f"{status['readyReplicas']}/{replicas}"
+    rollout = {"lastGood": last_good(good, desired, state, now), "rolledBack": rollback, "canary": canary}
     if any(rollout.values()):
         status["rollout"] = {k: v for k, v in rollout.items() if v is not None}
     measured = (previous.get("speculation") or {}).get("observed")
@@ -231,6 +242,9 @@ def compute(
         state = rolled_back(state, desired, rollback)
         progress_reason = ROLLED_BACK if state.rolled_out else "RollingBack"
         progress_message = state.message
+    elif canary is not None and not state.degraded:
+        state = Health(False, False, canary["phase"], canary_message(canary, desired, observed))
+        progressing, progress_reason, progress_message = True, state.reason, state.message
     elif state.rolled_out:
         progress_reason, progress_message = "RolloutComplete", "all pods run the current configuration"
     elif progressing:
@@ -272,6 +286,18 @@ def serving_last_good(desired: Desired, good: dict[str, Any]) -> Desired:
         num_speculative_tokens=good["numSpeculativeTokens"],
         capture_sizes=good.get("captureSizes") or [],
         config_map=good["configMap"],
+    )
+
+
+def canary_message(canary: dict[str, Any], serving: Desired, observed: Observed) -> str:
+    """Where the canary stands, in the words of its record; during its phase `serving` is the last good
+    configuration on the stable pods."""
+    if canary["phase"] == PROMOTING:
+        return f"promoting configuration {canary['configHash']} to every pod: {canary['message']}"
+    ready = int(_get(observed.canary, "status", "readyReplicas") or 0)
+    return (
+        f"canary: configuration {canary['configHash']} on {canary['replicas']} pods ({ready} ready), "
+        f"{serving.config_hash} on {canary['stableReplicas']}; {canary['message']}"
     )
 
 
@@ -340,6 +366,7 @@ def transitions(previous: dict[str, Any], current: dict[str, Any]) -> list[tuple
             or (reason == "InvalidConfig" and kind != "ConfigValid")
             or (kind == "Ready" and reason == ROLLED_BACK)
             or (kind == "Progressing" and reason == "RollingBack")
+            or (kind == "Ready" and reason in (CANARY, PROMOTING))
         )
         if kind in KSTATUS_MIRRORS or echo:
             continue

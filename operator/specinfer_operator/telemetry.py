@@ -22,9 +22,9 @@ from pydantic import ValidationError
 from specinfer_operator import metrics, observation
 from specinfer_operator.children import CONFIG_HASH_ANNOTATION
 from specinfer_operator.kube import Kube
-from specinfer_operator.resource import TelemetrySettings
+from specinfer_operator.resource import CanarySettings, TelemetrySettings
 from specinfer_operator.scrape import Endpoint, ScrapeError, scrape
-from specinfer_operator.status import MEASURED_CONDITION
+from specinfer_operator.status import CANARY, MEASURED_CONDITION
 from specinfer_operator.window import Counts, Figures, History, Sample, aggregate
 from specinfer_runtime.engine import ENGINE_PORT
 
@@ -97,6 +97,7 @@ class Watched:
     """What the loop knows of one resource, kept current by watch events."""
 
     settings: TelemetrySettings = field(default_factory=TelemetrySettings)
+    canary_settings: CanarySettings = field(default_factory=CanarySettings)
     status: dict[str, Any] = field(default_factory=dict)
     generation: int = 0
     targets: dict[str, Target] = field(default_factory=dict)
@@ -107,6 +108,13 @@ class Watched:
         """Pods of the configuration the status names: a rollout's old pods are left out."""
         config_hash = self.status.get("configHash")
         return [t for t in self.targets.values() if t.config_hash == config_hash]
+
+    def canary(self) -> list[Target]:
+        """Pods of the canary in progress (status.rollout.canary), measured on their own."""
+        record = (self.status.get("rollout") or {}).get("canary") or {}
+        if record.get("phase") != CANARY:
+            return []
+        return [t for t in self.targets.values() if t.config_hash == record.get("configHash")]
 
 
 class Telemetry:
@@ -122,6 +130,8 @@ class Telemetry:
         wall: Callable[[], float] = time.time,
     ) -> None:
         self.kube, self.lock, self.config, self.now, self.clock, self.wall = kube, lock, config, now, clock, wall
+        # Called with a resource's key after its canary's or stable pods' figures were written.
+        self.judge: Callable[[Key], None] | None = None
         self._watched: dict[Key, Watched] = {}
         self._guard = threading.Lock()
         self._pool = ThreadPoolExecutor(config.concurrency, "scrape")
@@ -142,8 +152,11 @@ class Telemetry:
                 return
             watched = self._watched.setdefault(key, Watched())
             # An invalid spec keeps the settings it was last measured with.
+            spec = body.get("spec") or {}
             with contextlib.suppress(ValidationError):
-                watched.settings = TelemetrySettings.model_validate((body.get("spec") or {}).get("telemetry") or {})
+                watched.settings = TelemetrySettings.model_validate(spec.get("telemetry") or {})
+            with contextlib.suppress(ValidationError):
+                watched.canary_settings = CanarySettings.model_validate((spec.get("rollout") or {}).get("canary") or {})
             watched.status = dict(body.get("status") or {})
             watched.generation = int(meta.get("generation") or 0)
 
@@ -182,28 +195,37 @@ class Telemetry:
         started = self.clock()
         with self._guard:
             due = [
-                (key, w, w.current())
+                (key, w, w.current(), w.canary())
                 for key, w in self._watched.items()
                 if w.settings.enabled and w.status.get("configHash") and w.due <= started
             ]
-            for _, watched, _ in due:
+            for _, watched, _, _ in due:
                 watched.due = started + self._interval(watched)
-        jobs = [(key, target) for key, _, targets in due for target in targets]
+        jobs = [(key, target) for key, _, stable, trial in due for target in stable + trial]
         results = dict(zip(jobs, self._pool.map(lambda job: self._scrape(job[1]), jobs), strict=True))
-        for key, watched, targets in due:
-            fresh = set()
+        for key, watched, stable, trial in due:
             with self._guard:
-                for target in targets:
-                    sample = results[(key, target)]
-                    if sample is None:
-                        continue
-                    fresh.add(target.pod)
-                    history = watched.histories.setdefault(target.pod, History(MAX_SAMPLES))
-                    history.record(sample, watched.settings.window_seconds)
-                figures = aggregate(
-                    watched.histories, len(targets), fresh, self.clock(), watched.settings.window_seconds
-                )
-            self._publish(key, watched, figures)
+                figures = self._window(key, watched, stable, results)
+                trial_figures = self._window(key, watched, trial, results) if trial else None
+            wrote = self._publish(key, watched, figures)
+            if trial_figures is not None:
+                wrote = self._publish_canary(key, watched, trial_figures) or wrote
+                if wrote and self.judge is not None:
+                    self.judge(key)  # the canary may be judged on these figures
+
+    def _window(
+        self, key: Key, watched: Watched, targets: list[Target], results: dict[tuple[Key, Target], Sample | None]
+    ) -> Figures:
+        """Record this round's samples of `targets` and window them (under the guard)."""
+        fresh = set()
+        for target in targets:
+            sample = results[(key, target)]
+            if sample is None:
+                continue
+            fresh.add(target.pod)
+            history = watched.histories.setdefault(target.pod, History(MAX_SAMPLES))
+            history.record(sample, watched.settings.window_seconds)
+        return aggregate(watched.histories, len(targets), fresh, self.clock(), watched.settings.window_seconds)
 
     def _scrape(self, target: Target) -> Sample | None:
         started = self.clock()
@@ -220,7 +242,8 @@ class Telemetry:
         born = None if target.started is None else finished - max(0.0, self.wall() - target.started)
         return Sample(finished, target.series, counts, born)
 
-    def _publish(self, key: Key, watched: Watched, figures: Figures) -> None:
+    def _publish(self, key: Key, watched: Watched, figures: Figures) -> bool:
+        """Write what moved in status.speculation.observed; whether it wrote."""
         namespace, name = key
         now = self.now()
         config_hash = watched.status.get("configHash", "")
@@ -231,20 +254,41 @@ class Telemetry:
         metrics.observe_acceptance(namespace, name, observation.observed(figures, config_hash, now), low)
         refresh = self.config.refresh
         if observation.update(watched.status, figures, watched.settings, watched.generation, now, refresh) is None:
-            return  # decided on the watched status: no read, no write
+            return False  # decided on the watched status: no read, no write
         with self.lock(namespace, name):
             body = self.kube.resource(namespace, name)
             if body is None:
-                return
+                return False
             status = body.get("status") or {}
             if status.get("configHash") != config_hash:
-                return  # a new configuration since the scrape: these figures are not its own
+                return False  # a new configuration since the scrape: these figures are not its own
             generation = int(body["metadata"].get("generation") or 0)
             change = observation.update(status, figures, watched.settings, generation, now, refresh)
             if change is None:
-                return
+                return False
             self.kube.patch_status(namespace, name, change.patch)
             metrics.STATUS_WRITES.labels(writer="telemetry").inc()
         for kind, reason, message in change.events:
             # Posted directly: kopf.event needs kopf's context, which this thread does not have.
             self.kube.event(body, kind, reason, message, now)
+        return True
+
+    def _publish_canary(self, key: Key, watched: Watched, figures: Figures) -> bool:
+        """Write the canary's figures (status.rollout.canary.observed) when they moved; whether it wrote."""
+        namespace, name = key
+        now, need, refresh = self.now(), watched.canary_settings.min_draft_tokens, self.config.refresh
+        if observation.canary_update(watched.status, figures, need, now, refresh) is None:
+            return False
+        with self.lock(namespace, name):
+            body = self.kube.resource(namespace, name)
+            status = (body or {}).get("status") or {}
+            measuring = ((watched.status.get("rollout") or {}).get("canary") or {}).get("configHash")
+            record = (status.get("rollout") or {}).get("canary") or {}
+            if body is None or record.get("configHash") != measuring:
+                return False  # another canary since the scrape, or none
+            patch = observation.canary_update(status, figures, need, now, refresh)
+            if patch is None:
+                return False
+            self.kube.patch_status(namespace, name, patch)
+            metrics.STATUS_WRITES.labels(writer="telemetry").inc()
+        return True

@@ -63,9 +63,14 @@ def test_config_change_changes_config_map_name_and_pod_template() -> None:
     assert '"num_speculative_tokens":4' in " ".join(new_tpl["spec"]["containers"][0]["args"])
 
 
-def test_replicas_change_keeps_the_config() -> None:
-    scaled = {**BASE, "replicas": 5}
-    assert config_hash(cr(BASE).spec.engine()) == config_hash(cr(scaled).spec.engine())
+def test_replicas_change_keeps_the_config_and_an_image_or_environment_change_makes_a_new_one() -> None:
+    defaults = RenderDefaults()
+    base = config_hash(cr(BASE), defaults)
+    assert config_hash(cr({**BASE, "replicas": 5}), defaults) == base
+    assert config_hash(cr({**BASE, "placement": {"nodeSelector": {"pool": "a"}}}), defaults) == base
+    assert config_hash(cr({**BASE, "runtime": {"image": "runtime:2"}}), defaults) != base
+    assert config_hash(cr({**BASE, "runtime": {"env": [{"name": "HCCL_BUFFSIZE", "value": "400"}]}}), defaults) != base
+    assert config_hash(cr(BASE), RenderDefaults(runtime_image="runtime:3")) != base  # the operator's default
 
 
 def test_config_map_is_immutable_and_holds_the_engine_part_only() -> None:

@@ -99,6 +99,8 @@ def test_bounds_and_defaults() -> None:
         "maxUnavailable": 1,
         "progressDeadlineSeconds": 1800,
         "onFailure": "Rollback",
+        "strategy": "RollingUpdate",
+        "canary": {"maxMeanAcceptanceLengthDrop": 0.25, "minDraftTokens": 2000},
     }
     sizes = SPEC["properties"]["graph"]["properties"]["captureSizes"]
     assert sizes["x-kubernetes-list-type"] == "set"

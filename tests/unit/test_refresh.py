@@ -6,7 +6,7 @@ import threading
 from typing import Any
 
 from specinfer_operator.children import RenderDefaults
-from specinfer_operator.reconcile import Context
+from specinfer_operator.context import Context
 from specinfer_operator.refresh import refresh
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from specinfer_operator.children import RenderDefaults
-from specinfer_operator.reconcile import capacity_problem, desired_of, status_patch
+from specinfer_operator.context import desired_of
+from specinfer_operator.reconcile import capacity_problem, status_patch
 from specinfer_operator.refresh import drifted
 from specinfer_operator.status import Desired, Observed, Verdict, compute, transitions, unschedulable_message
 from tests.unit.helpers import cr, example

@@ -44,8 +44,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 - apiGroups: ["apps"]
   resources: ["deployments"]
   # Children are written with server-side apply: patch, and create for the first apply. The garbage
-  # collector deletes them through their ownerReferences.
-  verbs: ["get", "list", "watch", "create", "patch"]
+  # collector deletes them through their ownerReferences; delete: a canary's, once promoted or rolled back.
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["services"]
   verbs: ["create", "patch"]

@@ -1,0 +1,84 @@
+"""What every reconcile and refresh works with: the operator's context, the spec's desired state, and
+what runs (the Deployment and its pods)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from specinfer_operator.children import (
+    RenderDefaults,
+    config_hash,
+    engine_config_map_name,
+    label_selector,
+    selector_labels,
+)
+from specinfer_operator.kube import Kube
+from specinfer_operator.resource import SpeculativeInference
+from specinfer_operator.status import Desired, Observed
+
+
+def utc_now() -> str:
+    """Now, as RFC 3339 timestamps in status and events have it."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class EventSink(Protocol):
+    def __call__(self, body: dict[str, Any], type: str, reason: str, message: str) -> None: ...
+
+
+@dataclass
+class Context:
+    """What every reconcile needs; one per operator process."""
+
+    kube: Kube
+    defaults: RenderDefaults
+    events: EventSink
+    now: Callable[[], str] = lambda: utc_now()
+    _locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict)
+    _guard: threading.Lock = field(default_factory=threading.Lock)
+    _refreshing: set[tuple[str, str]] = field(default_factory=set)
+    _dirty: set[tuple[str, str]] = field(default_factory=set)
+    # Children are applied concurrently: order is irrelevant (a pod retries mounting its ConfigMap,
+    # which exists long before any pod is scheduled) and each apply is a round trip.
+    appliers: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(8, "apply"))
+    # Each resource's pods by (namespace, name), kept by the watch (kopf's index); None: list them.
+    pods: Mapping[tuple[str, str], Iterable[dict[str, Any]]] | None = None
+
+    def lock(self, namespace: str, name: str) -> threading.Lock:
+        """One resource at a time: kopf handles events of its pods concurrently, and each publishes status."""
+        with self._guard:
+            return self._locks.setdefault((namespace, name), threading.Lock())
+
+
+def desired_of(cr: SpeculativeInference, defaults: RenderDefaults) -> Desired:
+    engine = cr.spec.engine()
+    name, namespace = cr.metadata.name, cr.metadata.namespace or "default"
+    return Desired(
+        config_hash=config_hash(cr, defaults),
+        replicas=cr.spec.replicas,
+        method=engine.speculative.effective_method(),
+        num_speculative_tokens=engine.effective_k(),
+        capture_sizes=engine.capture_sizes(),
+        npus_per_pod=cr.spec.npus_per_pod(),
+        npu_resource=cr.spec.resources.npu_resource_name or defaults.npu_resource_name,
+        endpoint=f"http://{name}.{namespace}.svc:{cr.spec.service.port}",
+        selector=label_selector(selector_labels(name)),
+        config_map=engine_config_map_name(name, config_hash(cr, defaults)),
+    )
+
+
+def observe(ctx: Context, namespace: str, name: str, deployment: dict[str, Any] | None = None) -> Observed:
+    """The Deployment (read unless given) and its pods: from the watch's index when kopf has handed it
+    over, since listing a namespace's pods per refresh costs the API server O(pods) each time."""
+    if deployment is None:
+        deployment = ctx.kube.get("apps/v1", "deployments", namespace, name)
+    if ctx.pods is not None:
+        pods = list(ctx.pods.get((namespace, name), ()))
+    else:
+        pods = ctx.kube.list("v1", "pods", namespace, label_selector(selector_labels(name)))
+    return Observed(deployment=deployment, pods=pods)

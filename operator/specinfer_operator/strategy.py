@@ -1,0 +1,220 @@
+"""Which Deployments run which configuration now: the spec's, the last good one (rolled back), or a
+canary beside the stable pods. Shared by reconcile (spec changes) and refresh (child events), so both
+converge on the same arrangement whichever runs first, and after a restart.
+
+Decisions are written to the status before they are carried out (see refresh.py): a rollback or a
+promotion that the operator decided on is not decided again differently after a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from specinfer_operator import canary, metrics, rollout
+from specinfer_operator.children import CONFIG_HASH_ANNOTATION, label_selector, selector_labels
+from specinfer_operator.context import Context, observe
+from specinfer_operator.resource import SpeculativeInference
+from specinfer_operator.status import CANARY, PROMOTING, Desired, Observed, health
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Arrangement:
+    """What to apply, and what the status says about it."""
+
+    deployment: dict[str, Any]  # the (stable) Deployment
+    canary: dict[str, Any] | None  # the canary Deployment; None: there must be none
+    rollback: dict[str, Any] | None  # the rollback in force, if any
+    record: dict[str, Any] | None  # status.rollout.canary
+    decided: str | None = None  # the reason of a rollback or promotion decided just now
+    action: str | None = None  # the manual action (annotation) this arrangement carried out
+
+
+def _template_hash(deployment: dict[str, Any] | None) -> str | None:
+    annotations = ((((deployment or {}).get("spec") or {}).get("template") or {}).get("metadata") or {}).get(
+        "annotations"
+    ) or {}
+    value = annotations.get(CONFIG_HASH_ANNOTATION)
+    return None if value is None else str(value)
+
+
+def pending_action(body: dict[str, Any]) -> str | None:
+    """The manual action set on the resource (annotation specinfer.io/canary), if any."""
+    value = ((body.get("metadata") or {}).get("annotations") or {}).get(canary.ACTION_ANNOTATION)
+    return str(value).strip().lower() if value is not None else None
+
+
+def involved(cr: SpeculativeInference, desired: Desired, previous: dict[str, Any], generation: int) -> bool:
+    """Whether the arrangement depends on the live objects: a rollback (in force, or to decide while the
+    last good configuration is not the spec's), a canary, or one to clean up."""
+    good = ((previous.get("rollout") or {}).get("lastGood") or {}).get("configHash")
+    return (
+        rollout.in_force(previous, generation) is not None
+        or (good is not None and good != desired.config_hash and cr.spec.rollout.on_failure == "Rollback")
+        or cr.spec.rollout.strategy == "Canary"
+        or bool((previous.get("rollout") or {}).get("canary"))
+    )
+
+
+def arrange(
+    ctx: Context,
+    body: dict[str, Any],
+    cr: SpeculativeInference,
+    desired: Desired,
+    wanted: dict[str, Any],
+    observed: Observed | None = None,
+) -> tuple[Arrangement, Observed | None]:
+    """The arrangement for the spec `cr` (valid), its rendered Deployment `wanted` and what runs (read
+    here when not given and needed), with the canary Deployment read into it."""
+    previous = body.get("status") or {}
+    generation = int(body["metadata"].get("generation") or 0)
+    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    if not involved(cr, desired, previous, generation):
+        return Arrangement(wanted, None, None, None), observed
+    if observed is None:
+        observed = observe(ctx, namespace, name)
+    live = ctx.kube.get("apps/v1", "deployments", namespace, canary.name_of(name))
+    observed = replace(observed, canary=live)
+    rollback, decided, action = rollout.in_force(previous, generation), None, None
+    if rollback is None and canary.wanted(cr, desired.config_hash, previous):
+        result = _canary(ctx, body, cr, desired, wanted, observed, previous)
+        if result is not None and result.rollback is None:
+            return result, observed
+        if result is not None:
+            rollback, decided, action = result.rollback, result.decided, result.action
+    if rollback is None and cr.spec.rollout.on_failure == "Rollback":
+        rollback = rollout.decide(previous, desired, observed, health(desired, observed), generation, ctx.now())
+        decided = rollback["reason"] if rollback else None
+    if rollback is not None:
+        back = restore(ctx, wanted, previous, namespace, name, observed.deployment)
+        if back is not None:
+            return Arrangement(back, None, rollback, None, decided, action), observed
+    return Arrangement(wanted, None, None, None), observed
+
+
+def _canary(
+    ctx: Context,
+    body: dict[str, Any],
+    cr: SpeculativeInference,
+    desired: Desired,
+    wanted: dict[str, Any],
+    observed: Observed,
+    previous: dict[str, Any],
+) -> Arrangement | None:
+    """The canary's arrangement, with its verdict carried out; None when the last good configuration cannot
+    be restored on the stable pods (its ReplicaSet is gone), and the spec then rolls out directly."""
+    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    settings = cr.spec.rollout.canary
+    size = settings.size(cr.spec.replicas)
+    stable_size = canary.stable_replicas(cr, size)
+    good = previous["rollout"]["lastGood"]
+    phase = canary.phase_of(_template_hash(observed.deployment), desired.config_hash)
+    before = (previous.get("rollout") or {}).get("canary") or {}
+    message = before.get("message") if before.get("configHash") == desired.config_hash else None
+    action = pending_action(body)
+    state = canary.CanaryState(desired.config_hash, phase, size, stable_size, message or "starting")
+    if phase == PROMOTING:
+        return Arrangement(wanted, None, None, canary.record(previous, state, good["configHash"], ctx.now()))
+    stable = restore(ctx, wanted, previous, namespace, name, observed.deployment)
+    if stable is None:
+        return None
+    stable["spec"]["replicas"] = stable_size
+    trial = canary.deployment(wanted, size)
+    record = canary.record(previous, state, good["configHash"], ctx.now())
+    live = observed.canary
+    live_status = (live or {}).get("status") or {}
+    own = replace(desired, replicas=size)
+    failed = rollout.decide(previous, own, observed, health(own, Observed(live, observed.pods)), 0, ctx.now())
+    if failed is not None and cr.spec.rollout.on_failure == "Rollback":
+        failed["generation"] = int(body["metadata"].get("generation") or 0)
+        return Arrangement(stable, None, failed, None, failed["reason"])
+    healthy = (
+        _template_hash(live) == desired.config_hash
+        and int(live_status.get("readyReplicas", 0)) == size
+        and int(live_status.get("updatedReplicas", 0)) == size
+    )
+    floor = cr.spec.telemetry.min_mean_acceptance_length
+    stable_figures = (previous.get("speculation") or {}).get("observed")
+    verdict = canary.judge(record, stable_figures, stable_size, healthy, settings, floor, action)
+    acted = action if action in canary.ACTIONS else None
+    if verdict.action == "wait":
+        return Arrangement(stable, trial, None, {**record, "message": verdict.message}, action=None)
+    if verdict.action == "promote":
+        promoted = canary.CanaryState(desired.config_hash, PROMOTING, size, stable_size, verdict.message)
+        log.info("promoting the canary of %s/%s: %s", namespace, name, verdict.message)
+        metrics.CANARIES.labels(result="promoted").inc()
+        record = canary.record(previous, promoted, good["configHash"], ctx.now())
+        return Arrangement(wanted, None, None, record, verdict.reason, acted)
+    log.info("rolling the canary of %s/%s back: %s", namespace, name, verdict.message)
+    metrics.CANARIES.labels(result="rolled_back").inc()
+    rollback = {
+        "configHash": desired.config_hash,
+        "generation": int(body["metadata"].get("generation") or 0),
+        "reason": verdict.reason,
+        "message": verdict.message,
+        "time": ctx.now(),
+    }
+    return Arrangement(stable, None, rollback, None, verdict.reason, acted)
+
+
+def restore(
+    ctx: Context,
+    wanted: dict[str, Any],
+    previous: dict[str, Any],
+    namespace: str,
+    name: str,
+    live: dict[str, Any] | None = None,
+) -> dict[str, Any] | None:
+    """`wanted` with the last good configuration's pod template: from the live Deployment when it runs it
+    already (no read), else from its ReplicaSet; None without one."""
+    good = ((previous.get("rollout") or {}).get("lastGood") or {}).get("configHash")
+    if not good:
+        return None
+    back = rollout.restored(wanted, [live] if live is not None else [], str(good))
+    if back is not None:
+        return back
+    replicasets = ctx.kube.list("apps/v1", "replicasets", namespace, label_selector(selector_labels(name)))
+    back = rollout.restored(wanted, replicasets, str(good))
+    if back is None:
+        log.warning("cannot roll %s/%s back: no ReplicaSet runs configuration %s any more", namespace, name, good)
+    return back
+
+
+def carry_out(ctx: Context, body: dict[str, Any], arrangement: Arrangement, observed: Observed | None) -> None:
+    """What applying the arrangement does not do: delete a canary Deployment that must go, count a
+    rollback decided just now, and consume the manual action (annotation), saying why when it did nothing."""
+    meta = body["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    if arrangement.canary is None and observed is not None and observed.canary is not None:
+        try:
+            ctx.kube.delete("apps/v1", "deployments", namespace, canary.name_of(name))
+        except ApiException as error:
+            if error.status != 404:
+                raise
+    if arrangement.decided and arrangement.rollback is not None:
+        metrics.ROLLBACKS.labels(reason=arrangement.decided).inc()
+    action = pending_action(body)
+    if action is None or (
+        arrangement.record is not None
+        and arrangement.record["phase"] == CANARY
+        and not arrangement.action
+        and action in canary.ACTIONS
+    ):
+        return  # no action, or one the canary will act on once it is judged
+    ctx.kube.patch_metadata(namespace, name, {"annotations": {canary.ACTION_ANNOTATION: None}})
+    if arrangement.action != action:
+        why = (
+            "no canary is in progress" if action in canary.ACTIONS else f"it is not one of {', '.join(canary.ACTIONS)}"
+        )
+        ctx.events(body, "Warning", "CanaryActionIgnored", f"{canary.ACTION_ANNOTATION}={action} was ignored: {why}")
+
+
+def starts_rollout(previous: dict[str, Any], desired: Desired) -> bool:
+    """Whether applying `desired` starts a rollout: a configuration that neither serves nor is in a canary."""
+    in_canary = ((previous.get("rollout") or {}).get("canary") or {}).get("configHash")
+    return desired.config_hash not in (previous.get("configHash"), in_canary)
