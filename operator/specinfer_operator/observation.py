@@ -88,6 +88,18 @@ def moved(before: dict[str, Any], after: dict[str, Any]) -> bool:
     return any(abs(x - y) > RATE_TOLERANCE for x, y in zip(a_rates, b_rates, strict=True))
 
 
+def _nearer(before: dict[str, Any] | None, after: dict[str, Any], need: int | None) -> bool:
+    """Whether the draft tokens passed a tenth of the way to `need` (the evidence a canary waits for):
+    counts alone do not move the figures, and a judge reading stale counts would wait longer than needed."""
+    if not need:
+        return False
+
+    def tenths(draft_tokens: int) -> int:
+        return min(draft_tokens * 10 // need, 10)
+
+    return tenths(int((before or {}).get("draftTokens", 0))) != tenths(int(after["draftTokens"]))
+
+
 def _age(then: str | None, now: str) -> float:
     try:
         return (datetime.strptime(now, TIME_FORMAT) - datetime.strptime(then or "", TIME_FORMAT)).total_seconds()
@@ -102,9 +114,11 @@ def update(
     generation: int,
     now: str,
     refresh: float,
+    need: int | None = None,
 ) -> Update | None:
     """The status change these figures call for, or None. `status` is the resource's current status: the
-    figures belong to its configHash (the caller measured the pods running it)."""
+    figures belong to its configHash (the caller measured the pods running it). With `need` (a canary is
+    compared with these figures), each tenth of the way to that many draft tokens is written too."""
     config_hash = status.get("configHash")
     if not config_hash:
         return None
@@ -118,7 +132,13 @@ def update(
     turned = judged and (old or {}).get("reason") != (new or {}).get("reason")
     # Refreshing says "still measured, still these figures"; with no pod answering there is nothing to say.
     stale = before is not None and after["podsMeasured"] > 0 and _age(before.get("measuredTime"), now) >= refresh
-    if before is not None and not turned and not stale and not moved(before, after):
+    if (
+        before is not None
+        and not turned
+        and not stale
+        and not moved(before, after)
+        and not _nearer(before, after, need)
+    ):
         return None
     # A merge patch keeps keys it does not name: a ratio that is gone (no drafts) is removed explicitly.
     patch: dict[str, Any] = {"speculation": {"observed": {**dict.fromkeys(written), **after}}}
@@ -146,11 +166,7 @@ def canary_update(
     before = written if written.get("configHash") == config_hash else None
     after = observed(figures, config_hash, now)
 
-    def progress(draft_tokens: int) -> int:
-        return min(draft_tokens * 10 // need, 10)
-
-    judged = progress(int((before or {}).get("draftTokens", 0))) != progress(after["draftTokens"])
     stale = before is not None and after["podsMeasured"] > 0 and _age(before.get("measuredTime"), now) >= refresh
-    if before is not None and not judged and not stale and not moved(before, after):
+    if before is not None and not _nearer(before, after, need) and not stale and not moved(before, after):
         return None
     return {"rollout": {"canary": {"observed": {**dict.fromkeys(written), **after}}}}

@@ -129,9 +129,10 @@ def _canary(
     live = observed.canary
     live_status = (live or {}).get("status") or {}
     own = replace(desired, replicas=size)
-    failed = rollout.decide(previous, own, observed, health(own, Observed(live, observed.pods)), 0, ctx.now())
+    generation = int(body["metadata"].get("generation") or 0)
+    state_of_canary = health(own, Observed(live, observed.pods))
+    failed = rollout.decide(previous, own, observed, state_of_canary, generation, ctx.now())
     if failed is not None and cr.spec.rollout.on_failure == "Rollback":
-        failed["generation"] = int(body["metadata"].get("generation") or 0)
         return Arrangement(stable, None, failed, None, failed["reason"])
     healthy = (
         _template_hash(live) == desired.config_hash
@@ -154,7 +155,7 @@ def _canary(
     metrics.CANARIES.labels(result="rolled_back").inc()
     rollback = {
         "configHash": desired.config_hash,
-        "generation": int(body["metadata"].get("generation") or 0),
+        "generation": generation,
         "reason": verdict.reason,
         "message": verdict.message,
         "time": ctx.now(),

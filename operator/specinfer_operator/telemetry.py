@@ -253,7 +253,13 @@ class Telemetry:
         )
         metrics.observe_acceptance(namespace, name, observation.observed(figures, config_hash, now), low)
         refresh = self.config.refresh
-        if observation.update(watched.status, figures, watched.settings, watched.generation, now, refresh) is None:
+        # While a canary is compared with these figures, their evidence is written as it grows.
+        in_canary = ((watched.status.get("rollout") or {}).get("canary") or {}).get("phase") == CANARY
+        need = watched.canary_settings.min_draft_tokens if in_canary else None
+        if (
+            observation.update(watched.status, figures, watched.settings, watched.generation, now, refresh, need)
+            is None
+        ):
             return False  # decided on the watched status: no read, no write
         with self.lock(namespace, name):
             body = self.kube.resource(namespace, name)
@@ -263,7 +269,7 @@ class Telemetry:
             if status.get("configHash") != config_hash:
                 return False  # a new configuration since the scrape: these figures are not its own
             generation = int(body["metadata"].get("generation") or 0)
-            change = observation.update(status, figures, watched.settings, generation, now, refresh)
+            change = observation.update(status, figures, watched.settings, generation, now, refresh, need)
             if change is None:
                 return False
             self.kube.patch_status(namespace, name, change.patch)

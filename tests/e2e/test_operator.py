@@ -58,13 +58,18 @@ def wait_resource(
     accept: Callable[[dict[str, Any]], bool],
     timeout: float = 60,
 ) -> dict[str, Any]:
-    """The resource, once `accept` holds for it."""
+    """The resource, once `accept` holds for it; a timeout shows its last status."""
+    last: dict[str, Any] = {}
 
     def check() -> dict[str, Any] | None:
         obj = resource(cluster, namespace, name)
+        last["status"] = obj.get("status")
         return obj if accept(obj) else None
 
-    found: dict[str, Any] = wait_until(what, check, timeout=timeout)
+    try:
+        found: dict[str, Any] = wait_until(what, check, timeout=timeout)
+    except AssertionError as error:
+        raise AssertionError(f"{error}; the last status: {json.dumps(last.get('status'), indent=1)}") from None
     return found
 
 

