@@ -1,17 +1,17 @@
 """The canary of `rollout.strategy: Canary` (pure): its Deployment, its record in status, and its verdict.
 
 A new configuration first runs on `canary.size(replicas)` pods of a second Deployment, `<name>-canary`,
-behind the same Service; the stable Deployment keeps the last good configuration on the other pods (all
-of them when maxSurge leaves room for the canary, so no extra NPU pod is needed unless maxSurge allows
-one). Both are measured by the telemetry loop. The canary is promoted (the stable Deployment rolls to the
-new configuration and the canary goes) when its pods are healthy and its mean acceptance length is not
-worse than the stable pods' by more than the tolerance; otherwise it is rolled back like a failed
-configuration. With every pod in the canary the comparison is sequential: against the figures the last
-good configuration showed when the canary started.
+behind the same Service (its pods carry a track label the Service ignores); the stable Deployment keeps
+the last good configuration on the other pods (all of them when maxSurge leaves room for the canary, so
+no extra NPU pod is needed unless maxSurge allows one). Both are measured by the telemetry loop. The
+canary is promoted (the stable Deployment rolls every pod to the new configuration, and the canary goes)
+when its pods are healthy and its mean acceptance length is not worse than the stable pods' by more than
+the tolerance; otherwise it is rolled back like a failed configuration. With every pod in the canary the
+comparison is sequential: against the figures the last good configuration showed when the canary started.
 
-Where a canary stands is read from the cluster: promoted once the stable Deployment runs the new
-configuration, rolled back once status.rollout.rolledBack names it. The operator can therefore stop at
-any point and reach the same outcome after a restart.
+Where a canary stands is read from the cluster and the status: promoting once status.rollout.canary says
+so or the stable Deployment runs the new configuration, rolled back once status.rollout.rolledBack names
+it. The operator can therefore stop at any point and reach the same outcome after a restart.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ def deployment(wanted: dict[str, Any], replicas: int) -> dict[str, Any]:
     apart by a track label, which the Service ignores."""
     canary = copy.deepcopy(wanted)
     canary["metadata"]["name"] = name_of(wanted["metadata"]["name"])
+    canary["metadata"]["labels"][TRACK_LABEL] = "canary"
     canary["spec"]["replicas"] = replicas
     canary["spec"]["selector"]["matchLabels"][TRACK_LABEL] = "canary"
     canary["spec"]["template"]["metadata"]["labels"][TRACK_LABEL] = "canary"
@@ -168,6 +169,7 @@ def record(
     }
 
 
-def phase_of(live_stable_hash: str | None, config_hash: str) -> str:
-    """Canary until the stable Deployment runs the new configuration, Promoting from then on."""
-    return PROMOTING if live_stable_hash == config_hash else CANARY
+def phase_of(live_stable_hash: str | None, config_hash: str, recorded: str | None) -> str:
+    """Promoting once promotion was decided (recorded) or the stable Deployment runs the new configuration;
+    Canary before."""
+    return PROMOTING if recorded == PROMOTING or live_stable_hash == config_hash else CANARY

@@ -113,12 +113,12 @@ def _canary(
     size = settings.size(cr.spec.replicas)
     stable_size = canary.stable_replicas(cr, size)
     good = previous["rollout"]["lastGood"]
-    phase = canary.phase_of(_template_hash(observed.deployment), desired.config_hash)
     before = (previous.get("rollout") or {}).get("canary") or {}
-    message = before.get("message") if before.get("configHash") == desired.config_hash else None
+    before = before if before.get("configHash") == desired.config_hash else {}
+    phase = canary.phase_of(_template_hash(observed.deployment), desired.config_hash, before.get("phase"))
     action = pending_action(body)
-    state = canary.CanaryState(desired.config_hash, phase, size, stable_size, message or "starting")
-    if phase == PROMOTING:
+    state = canary.CanaryState(desired.config_hash, phase, size, stable_size, before.get("message") or "starting")
+    if phase == PROMOTING:  # every pod rolls to the new configuration; the canary goes
         return Arrangement(wanted, None, None, canary.record(previous, state, good["configHash"], ctx.now()))
     stable = restore(ctx, wanted, previous, namespace, name, observed.deployment)
     if stable is None:
@@ -191,7 +191,8 @@ def carry_out(ctx: Context, body: dict[str, Any], arrangement: Arrangement, obse
     rollback decided just now, and consume the manual action (annotation), saying why when it did nothing."""
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
-    if arrangement.canary is None and observed is not None and observed.canary is not None:
+    live = observed.canary if observed is not None else None
+    if arrangement.canary is None and live is not None and not live["metadata"].get("deletionTimestamp"):
         try:
             ctx.kube.delete("apps/v1", "deployments", namespace, canary.name_of(name))
         except ApiException as error:
