@@ -16,6 +16,7 @@ import yaml
 
 from specinfer_operator import children
 from tests.e2e.conftest import ROOT, Cluster, Operator, wait_until
+from tests.e2e.test_canary import deployments
 from tests.e2e.test_operator import apply, condition, pods, resource, spec, wait_ready
 from tests.unit.helpers import cr
 
@@ -257,6 +258,13 @@ def test_helm_install_and_the_operator_with_the_charts_identity(
             events = cluster.kubectl("get", "events", "-n", namespace, "--field-selector", "involvedObject.name=rbac")
             assert "RolloutComplete" in events.stdout
             assert pods(cluster, namespace, "rbac")
+            # A canary: its Deployment created beside the stable one, promoted by hand, then deleted.
+            canary = {**spec(k=3, replicas=1), "rollout": {"strategy": "Canary", "maxSurge": 1}}
+            apply(cluster, namespace, "rbac", canary)
+            wait_until("the canary Deployment", lambda: "rbac-canary" in deployments(cluster, namespace))
+            cluster.kubectl("annotate", "specinference", "-n", namespace, "rbac", "specinfer.io/canary=promote")
+            wait_until("the canary Deployment to go", lambda: list(deployments(cluster, namespace)) == ["rbac"])
+            assert wait_ready(cluster, namespace, "rbac")["status"]["speculation"]["numSpeculativeTokens"] == 3
         finally:
             process.stop()
         log = "".join(p.read_text(errors="replace") for p in tmp_path.glob("operator-*.log"))
@@ -272,9 +280,13 @@ def test_helm_install_and_the_operator_with_the_charts_identity(
         }
         for what, args in refused.items():
             assert forbidden(identity.kubectl(*args, check=False)), f"could {what}"
-        for verb, target in (("delete", "pods"), ("create", "secrets"), ("delete", "deployments")):
-            answer = identity.kubectl("auth", "can-i", verb, target, "-n", namespace, check=False)
-            assert answer.stdout.strip() == "no", f"may {verb} {target}"
+        for verb, target, where in (
+            ("delete", "pods", namespace),
+            ("create", "secrets", namespace),
+            ("delete", "deployments", "default"),  # in its own namespaces it deletes its canaries
+        ):
+            answer = identity.kubectl("auth", "can-i", verb, target, "-n", where, check=False)
+            assert answer.stdout.strip() == "no", f"may {verb} {target} in {where}"
         elsewhere = {**MANIFEST, "metadata": {"name": "elsewhere"}, "spec": spec(replicas=1)}
         assert forbidden(
             identity.kubectl("apply", "-n", "default", "-f", "-", stdin=yaml.safe_dump(elsewhere), check=False)
