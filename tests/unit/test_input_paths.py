@@ -32,13 +32,14 @@ def specinfer(
     return subprocess.CompletedProcess(result.args, result.returncode, result.stdout.decode(), result.stderr.decode())
 
 
-def refused(result: subprocess.CompletedProcess[str], fragment: str) -> None:
-    """Exit 2, one line naming what is wrong, no traceback."""
+def refused(result: subprocess.CompletedProcess[str], fragment: str | tuple[str, ...]) -> None:
+    """Exit 2, one line naming what is wrong (one of the fragments), no traceback."""
     assert result.returncode == 2, (result.returncode, result.stderr)
     assert "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if "SpeculativeInference" not in line]
     assert len(lines) == 1, result.stderr
-    assert fragment in lines[0], result.stderr
+    fragments = (fragment,) if isinstance(fragment, str) else fragment
+    assert any(f in lines[0] for f in fragments), result.stderr
 
 
 def billion_laughs() -> str:
@@ -58,7 +59,13 @@ def billion_laughs() -> str:
             "spec:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 200)) + "  " * 200 + "x\n",
             "nested deeper than 64 levels",
         ),
-        ("30,000 brackets", "[" * 30000 + "]" * 30000, "nested deeper than 64 levels"),
+        (
+            "30,000 brackets",
+            "[" * 30000 + "]" * 30000,
+            # libyaml 0.2.6 (PyYAML 6.0.4's wheels) stops flow nesting at 1,000 in its scanner, which reads
+            # ahead of the events our own 64-level limit counts.
+            ("nested deeper than 64 levels", "exceeded maximum nesting depth"),
+        ),
         (
             "duplicate keys",
             VALID.replace("numSpeculativeTokens: 4", "numSpeculativeTokens: 4\n    numSpeculativeTokens: 20"),
@@ -73,7 +80,7 @@ def billion_laughs() -> str:
         ("broken YAML", "spec: [unclosed\n", "not valid YAML: line 2"),
     ],
 )
-def test_hostile_yaml_on_stdin(name: str, text: str, fragment: str) -> None:
+def test_hostile_yaml_on_stdin(name: str, text: str, fragment: str | tuple[str, ...]) -> None:
     refused(specinfer("validate", "-", stdin=text.encode()), fragment)
 
 
