@@ -98,6 +98,7 @@ class Watched:
 
     settings: TelemetrySettings = field(default_factory=TelemetrySettings)
     canary_settings: CanarySettings = field(default_factory=CanarySettings)
+    canaries: bool = False  # spec.rollout.strategy is Canary: these figures are what a canary is judged against
     status: dict[str, Any] = field(default_factory=dict)
     generation: int = 0
     targets: dict[str, Target] = field(default_factory=dict)
@@ -157,6 +158,7 @@ class Telemetry:
                 watched.settings = TelemetrySettings.model_validate(spec.get("telemetry") or {})
             with contextlib.suppress(ValidationError):
                 watched.canary_settings = CanarySettings.model_validate((spec.get("rollout") or {}).get("canary") or {})
+            watched.canaries = (spec.get("rollout") or {}).get("strategy") == "Canary"
             watched.status = dict(body.get("status") or {})
             watched.generation = int(meta.get("generation") or 0)
 
@@ -253,9 +255,9 @@ class Telemetry:
         )
         metrics.observe_acceptance(namespace, name, observation.observed(figures, config_hash, now), low)
         refresh = self.config.refresh
-        # While a canary is compared with these figures, their evidence is written as it grows.
-        in_canary = ((watched.status.get("rollout") or {}).get("canary") or {}).get("phase") == CANARY
-        need = watched.canary_settings.min_draft_tokens if in_canary else None
+        # A canary is judged against these figures (live, or as its baseline): their evidence is written as
+        # it grows, not only when the ratios move.
+        need = watched.canary_settings.min_draft_tokens if watched.canaries else None
         if (
             observation.update(watched.status, figures, watched.settings, watched.generation, now, refresh, need)
             is None

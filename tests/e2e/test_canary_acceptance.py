@@ -30,13 +30,13 @@ NEED = 150  # draft tokens on each side before the canary is judged (ngram draft
 ROUND = (PROMPTS[REPETITIVE], PROMPTS[0], PROMPTS[REPETITIVE])  # the same greedy requests on every pod
 
 
-def body(models: TinyModels, speculative: dict[str, Any]) -> dict[str, Any]:
+def body(models: TinyModels, speculative: dict[str, Any], replicas: int = 2) -> dict[str, Any]:
     return {
         "model": {"name": models.target, "servedModelName": SERVED_NAME, "maxModelLen": MAX_MODEL_LEN},
         "speculative": speculative,
         "graph": {"mode": "NONE"},
         "engineArgs": ["--dtype", "float32", "--seed", "0"],
-        "replicas": 2,
+        "replicas": replicas,
         "rollout": {"strategy": "Canary", "canary": {"minDraftTokens": NEED, "maxMeanAcceptanceLengthDrop": 0.5}},
         "telemetry": {"intervalSeconds": 5, "windowSeconds": 900, "minDrafts": 5},
     }
@@ -48,6 +48,10 @@ def ngram(lookup_max: int) -> dict[str, Any]:
         "numSpeculativeTokens": 4,
         "ngram": {"promptLookupMin": 2, "promptLookupMax": lookup_max},
     }
+
+
+def weak_draft(models: TinyModels) -> dict[str, Any]:
+    return {"method": "draft_model", "numSpeculativeTokens": 4, "draftModel": {"name": models.draft}}
 
 
 class Fleet:
@@ -143,8 +147,7 @@ def test_a_worse_canary_is_rolled_back_and_an_as_good_one_promoted(
 
     # The tiny sibling draft: one pod tries it, the other keeps ngram; both get the same requests. The
     # operator is down meanwhile, and judges on the figures once it is back.
-    weak_draft = {"method": "draft_model", "numSpeculativeTokens": 4, "draftModel": {"name": models.draft}}
-    apply(cluster, namespace, NAME, body(models, weak_draft))
+    apply(cluster, namespace, NAME, body(models, weak_draft(models)))
     weak = wait_until("the canary", lambda: canary_of(cluster, namespace).get("configHash"))
     fleet.serve({stable: 1, weak: 1})
     operator.kill()
@@ -174,3 +177,36 @@ def test_a_worse_canary_is_rolled_back_and_an_as_good_one_promoted(
     promoted = events(cluster, namespace, "Promoting").replace("\n", " ")
     assert "within 0.5" in promoted, promoted
     assert deployments(cluster, namespace) == {NAME: 2}
+
+
+@pytest.mark.usefixtures("operator")
+def test_with_one_replica_the_canary_is_compared_with_the_last_good_figures(
+    cluster: Cluster, namespace: str, models: TinyModels, fleet: Fleet
+) -> None:
+    apply(cluster, namespace, NAME, body(models, ngram(4), replicas=1))
+    stable = wait_ready(cluster, namespace, NAME)["status"]["configHash"]
+    fleet.serve({stable: 1})
+    fleet.traffic(stable, rounds=5)
+    wait_resource(
+        cluster,
+        namespace,
+        NAME,
+        "the last good configuration's evidence",
+        lambda o: (o["status"].get("speculation", {}).get("observed") or {}).get("draftTokens", 0) >= NEED,
+        60,
+    )
+
+    # The only pod moves to the canary: its figures are compared with those the stable pod showed.
+    apply(cluster, namespace, NAME, body(models, weak_draft(models), replicas=1))
+    weak = wait_until("the canary", lambda: canary_of(cluster, namespace).get("configHash"))
+    record = canary_of(cluster, namespace)
+    assert (record["replicas"], record["stableReplicas"]) == (1, 0)
+    assert record["baseline"]["configHash"] == stable
+    assert record["baseline"]["draftTokens"] >= NEED
+    fleet.serve({weak: 1})
+    fleet.traffic(weak, rounds=2)
+    obj = wait_resource(cluster, namespace, NAME, "STATUS RolledBack", phase("RolledBack"), 120)
+    rolled_back = obj["status"]["rollout"]["rolledBack"]
+    assert rolled_back["reason"] == "AcceptanceBelowStable"
+    assert "last good configuration (sequential)" in rolled_back["message"]
+    wait_until("the last good configuration back on the pod", lambda: deployments(cluster, namespace) == {NAME: 1})
