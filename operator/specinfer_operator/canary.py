@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from specinfer_operator.resource import CanarySettings, SpeculativeInference
-from specinfer_operator.status import CANARY, PROMOTING
+from specinfer_operator.status import CANARY, PROMOTING, SLOWER
 
 TRACK_LABEL = "specinfer.io/track"
 ACTION_ANNOTATION = "specinfer.io/canary"  # `promote` or `abort`, set by hand; removed once acted on
@@ -72,6 +72,7 @@ class CanaryState:
     replicas: int
     stable_replicas: int
     message: str
+    family: str = ""  # the canary's configuration but for K; the stable one's is in lastGood
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,19 @@ def _length(figures: dict[str, Any] | None) -> float | None:
 
 def _evidence(figures: dict[str, Any] | None) -> int:
     return int((figures or {}).get("draftTokens") or 0)
+
+
+def speed(figures: dict[str, Any] | None) -> float | None:
+    """Tokens per second a decoding request gets: tokens per step over the step's time."""
+    tokens, milliseconds = (figures or {}).get("tokensPerStep"), (figures or {}).get("stepMilliseconds")
+    return None if tokens is None or not milliseconds else 1000 * float(tokens) / float(milliseconds)
+
+
+def k_only(record: dict[str, Any]) -> bool:
+    """Whether the canary differs from the stable configuration in K alone (a tuning step, or a K edited
+    by hand): fewer drafts give a shorter acceptance length by design, so speed decides, not acceptance."""
+    family = record.get("family")
+    return bool(family) and family == record.get("stableFamily")
 
 
 def reference(record: dict[str, Any], stable: dict[str, Any] | None, stable_pods: int) -> dict[str, Any] | None:
@@ -134,14 +148,32 @@ def judge(
             message = f"{said} is below telemetry.minMeanAcceptanceLength {floor:g}; no figures of the last good one"
             return Verdict("rollback", "AcceptanceBelowFloor", message)
         return Verdict("promote", "Promoted", f"{said} is at least {floor:g}; no figures of the last good one")
+    which = "stable pods" if stable_pods > 0 else "last good configuration (sequential)"
+    if k_only(record):
+        return _judge_speed(canary, base, which, settings)
     stable_length = _length(base)
     assert stable_length is not None
-    which = "stable pods" if stable_pods > 0 else "last good configuration (sequential)"
     compared = f"{said} vs {stable_length:.2f} for the {which} ({_evidence(base)} draft tokens)"
     drop = settings.max_mean_acceptance_length_drop
     if length < stable_length - drop:
         return Verdict("rollback", "AcceptanceBelowStable", f"{compared}: more than {drop:g} worse")
     return Verdict("promote", "Promoted", f"{compared}: within {drop:g}")
+
+
+def _judge_speed(canary: dict[str, Any] | None, base: dict[str, Any], which: str, settings: CanarySettings) -> Verdict:
+    """A canary that changes K alone: promoted unless its requests decode slower than the stable ones by
+    more than canary.maxSpeedDropPercent."""
+    mine, theirs = speed(canary), speed(base)
+    if mine is None or theirs is None:
+        return Verdict("wait", CANARY, "waiting for step times: the engines export no inter-token latency yet")
+    compared = (
+        f"canary {mine:.0f} tokens/s per request ({(canary or {}).get('tokensPerStep')} tokens per "
+        f"{(canary or {}).get('stepMilliseconds')} ms step) vs {theirs:.0f} for the {which}"
+    )
+    drop = settings.max_speed_drop_percent
+    if mine < theirs * (1 - drop / 100):
+        return Verdict("rollback", SLOWER, f"{compared}: more than {drop}% slower")
+    return Verdict("promote", "Promoted", f"{compared}: within {drop}%")
 
 
 def record(
@@ -158,9 +190,12 @@ def record(
         baseline = measured if measured is not None and measured.get("configHash") == good_hash else None
         before = {"startTime": now, **({"baseline": baseline} if baseline is not None else {})}
     keep = {k: before[k] for k in ("startTime", "baseline", "observed") if k in before}
+    good = (previous.get("rollout") or {}).get("lastGood") or {}
+    families = {"family": state.family, "stableFamily": good.get("family")}
     return {
         "configHash": state.config_hash,
         "stableConfigHash": good_hash,
+        **{k: v for k, v in families.items() if v},
         "phase": state.phase,
         "replicas": state.replicas,
         "stableReplicas": state.stable_replicas,

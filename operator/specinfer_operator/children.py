@@ -26,6 +26,7 @@ from specinfer_runtime.sources import (
     PersistentVolumeClaimSource,
     SecretKeyReference,
 )
+from specinfer_runtime.speculative import SCHEDULE_FIELD
 
 DEFAULT_RUNTIME_IMAGE = "ghcr.io/specinfer/specinfer-runtime:0.1.0"
 DEFAULT_NPU_RESOURCE = "huawei.com/Ascend910"
@@ -49,16 +50,35 @@ def engine_config_json(engine: EngineSpec) -> str:
     return json.dumps(engine.dump(), sort_keys=True, separators=(",", ":"))
 
 
-def config_hash(cr: SpeculativeInference, defaults: RenderDefaults) -> str:
-    """A configuration's identity: the engine config and the image and environment that run it, which
-    decide how the pods serve and speculate. A change of any of them is a new configuration: it goes
-    through a canary, and its failure rolls back to the last good one."""
-    identity = {
+def _identity(cr: SpeculativeInference, defaults: RenderDefaults) -> dict[str, Any]:
+    return {
         "engine": json.loads(engine_config_json(cr.spec.engine())),
         "image": cr.spec.runtime.image or defaults.runtime_image,
         "env": [var.dump() for var in cr.spec.runtime.env or []],
     }
+
+
+def _digest(identity: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def config_hash(cr: SpeculativeInference, defaults: RenderDefaults) -> str:
+    """A configuration's identity: the engine config and the image and environment that run it, which
+    decide how the pods serve and speculate. A change of any of them is a new configuration: it goes
+    through a canary, and its failure rolls back to the last good one."""
+    return _digest(_identity(cr, defaults))
+
+
+def family_hash(cr: SpeculativeInference, defaults: RenderDefaults) -> str:
+    """The configuration's identity but for K and its schedule: configurations that differ only in how many
+    tokens they draft (capture sizes computed from K are rendered, not part of the config). Their figures
+    describe one acceptance profile, which tuning learns from, and a canary between them is judged on
+    speed, not on acceptance."""
+    identity = _identity(cr, defaults)
+    speculative = identity["engine"]["speculative"]
+    for key in ("numSpeculativeTokens", SCHEDULE_FIELD):
+        speculative.pop(key, None)
+    return _digest(identity)
 
 
 def label_selector(labels: Mapping[str, str]) -> str:

@@ -1,4 +1,4 @@
-"""The `specinfer` command: validate and render manifests, print the CRD or an editor schema."""
+"""The `specinfer` command: validate and render manifests, print the CRD or an editor schema, recommend K."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from specinfer_operator import __version__
+from specinfer_operator import __version__, tune
 from specinfer_operator.children import DEFAULT_NPU_RESOURCE, DEFAULT_RUNTIME_IMAGE, RenderDefaults, render
 from specinfer_operator.crd import crd_yaml, editor_schema
 from specinfer_operator.manifests import Document, Item, LoadFailure, Skipped, check, load
@@ -193,6 +193,8 @@ def parser() -> argparse.ArgumentParser:
         "enums and ranges as you type; cross-field rules are checked by `specinfer validate`.",
     )
     s.set_defaults(func=cmd_schema)
+
+    tune.add_parser(sub)
     return top
 
 

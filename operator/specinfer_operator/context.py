@@ -14,6 +14,7 @@ from specinfer_operator.children import (
     RenderDefaults,
     config_hash,
     engine_config_map_name,
+    family_hash,
     label_selector,
     selector_labels,
 )
@@ -55,9 +56,11 @@ class Context:
             return self._locks.setdefault((namespace, name), threading.Lock())
 
 
-def desired_of(cr: SpeculativeInference, defaults: RenderDefaults) -> Desired:
+def desired_of(cr: SpeculativeInference, defaults: RenderDefaults, requested_k: int | None = None) -> Desired:
+    """What `cr` asks for; `requested_k` is the spec's K when `cr` carries a tuned one (Auto)."""
     engine = cr.spec.engine()
     name, namespace = cr.metadata.name, cr.metadata.namespace or "default"
+    tuning = cr.spec.speculative.tuning
     return Desired(
         config_hash=config_hash(cr, defaults),
         replicas=cr.spec.replicas,
@@ -69,6 +72,9 @@ def desired_of(cr: SpeculativeInference, defaults: RenderDefaults) -> Desired:
         endpoint=f"http://{name}.{namespace}.svc:{cr.spec.service.port}",
         selector=label_selector(selector_labels(name)),
         config_map=engine_config_map_name(name, config_hash(cr, defaults)),
+        family=family_hash(cr, defaults),
+        requested_k=engine.effective_k() if requested_k is None else requested_k,
+        tuning=tuning.mode if tuning is not None else "Off",
     )
 
 

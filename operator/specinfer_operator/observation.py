@@ -48,6 +48,14 @@ def observed(figures: Figures, config_hash: str, now: str) -> dict[str, Any]:
         out["meanAcceptanceLength"] = round(ratios.mean_acceptance_length, 3)
     if ratios.position_rates is not None:
         out["positionAcceptanceRates"] = [round(r, 4) for r in ratios.position_rates]
+    steps = counts.steps
+    if steps.steps:
+        out["stepMilliseconds"] = round(1000 * steps.seconds / steps.steps, 3)
+        out["tokensPerStep"] = round(max(0, steps.generated - steps.requests) / steps.steps, 3)
+    if steps.iterations:
+        out["decodeBatch"] = round(steps.steps / steps.iterations, 2)
+    if figures.seconds > 0 and steps.generated:
+        out["tokensPerSecond"] = round(steps.generated / figures.seconds, 1)
     return out
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from specinfer_operator import metrics, strategy
-from specinfer_operator.children import RenderDefaults, label_selector, render, selector_labels
+from specinfer_operator import effective, metrics, strategy
+from specinfer_operator.children import RenderDefaults, family_hash, label_selector, render, selector_labels
 from specinfer_operator.context import Context, desired_of, observe
 from specinfer_operator.kube import Kube
 from specinfer_operator.manifests import check
@@ -68,12 +68,13 @@ def verdict_of(
 ) -> tuple[Verdict, SpeculativeInference | None, Desired | None]:
     """Whether the spec may roll out; the resource and its desired state when it may."""
     report = check(cr_body)
-    if report.value is None:
+    chosen = effective.resolve(cr_body, report, lambda c: family_hash(c, defaults), check)
+    if chosen is None:
         message = "; ".join(str(p) for p in report.errors)
         return Verdict(False, "InvalidSpec", message), None, None
-    cr = report.value
-    warnings = [str(p) for p in report.warnings]
-    desired = desired_of(cr, defaults)
+    cr = chosen.resource
+    warnings = [str(p) for p in report.warnings] + ([chosen.warning] if chosen.warning else [])
+    desired = desired_of(cr, defaults, chosen.requested_k)
     problem = capacity_problem(desired, cr.spec.placement.node_selector or {}, nodes)
     if problem:
         return Verdict(False, "InsufficientNPUCapacity", problem, warnings), cr, None

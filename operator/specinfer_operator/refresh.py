@@ -13,8 +13,8 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from specinfer_operator import strategy
-from specinfer_operator.children import render
+from specinfer_operator import effective, strategy
+from specinfer_operator.children import family_hash, render
 from specinfer_operator.context import Context, desired_of, observe
 from specinfer_operator.manifests import check
 from specinfer_operator.reconcile import publish
@@ -81,14 +81,16 @@ def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> N
         publish(body, ctx, verdict, None, observed)
         return
     report = check(body)
-    if report.value is None:
+    chosen = effective.resolve(body, report, lambda c: family_hash(c, ctx.defaults), check)
+    if chosen is None:
         return
-    cr = report.value
-    desired = desired_of(cr, ctx.defaults)
+    cr = chosen.resource
+    desired = desired_of(cr, ctx.defaults, chosen.requested_k)
     wanted = next(o for o in render(cr, ctx.defaults) if o["kind"] == "Deployment")
     arrangement, seen = strategy.arrange(ctx, body, cr, desired, wanted, observed)
     observed = seen or observed
-    verdict = Verdict(True, config.get("reason", "Valid"), "", [str(p) for p in report.warnings])
+    warnings = [str(p) for p in report.warnings] + ([chosen.warning] if chosen.warning else [])
+    verdict = Verdict(True, config.get("reason", "Valid"), "", warnings)
     if arrangement.decided:  # recorded before it is carried out, so that a restart carries it out too
         publish(body, ctx, verdict, desired, observed, arrangement)
     try:

@@ -189,6 +189,14 @@ class CanarySettings(Section):
         description="Tolerance: the canary is promoted when its mean acceptance length (tokens per "
         "verification step) is at most this much below the stable pods', and rolled back otherwise.",
     )
+    max_speed_drop_percent: int = Field(
+        default=2,
+        ge=0,
+        le=100,
+        description="A canary that changes K alone (tuning, or numSpeculativeTokens edited) drafts fewer or more "
+        "tokens by design, so it is judged on speed instead: promoted when its requests decode at most this "
+        "many percent slower (tokens per step over step time) than the stable pods', rolled back otherwise.",
+    )
 
     cel_rules: ClassVar[tuple[Rule, ...]] = (
         Rule(
@@ -320,6 +328,22 @@ class SpeculativeInferenceSpec(EngineSpec):
             field_path=".resources.npusPerPod",
         ),
         Rule(
+            id="tuning",
+            rule="!has(self.speculative.tuning) || self.speculative.tuning.mode != 'Auto' "
+            "|| self.rollout.strategy == 'Canary'",
+            message="tuning.mode Auto tries each new K on a canary and reverts it when slower: set "
+            "rollout.strategy Canary, or use mode Recommend",
+            field_path=".speculative.tuning.mode",
+        ),
+        Rule(
+            id="tuning",
+            rule="!has(self.speculative.tuning) || self.speculative.tuning.mode == 'Off' || self.telemetry.enabled",
+            message="tuning.mode %s works from the figures telemetry measures, which telemetry.enabled false turns "
+            "off: enable telemetry or set mode Off",
+            args=("self.speculative.tuning.mode",),
+            field_path=".speculative.tuning.mode",
+        ),
+        Rule(
             id="canary",
             rule="self.rollout.strategy != 'Canary' || self.telemetry.enabled",
             message="rollout.strategy Canary judges the canary by the acceptance telemetry measures, which "
@@ -330,7 +354,8 @@ class SpeculativeInferenceSpec(EngineSpec):
 
     def engine(self) -> EngineSpec:
         """The engine part, as the pod's runtime reads it."""
-        return EngineSpec.model_validate(self.model_dump(include=set(EngineSpec.model_fields)))
+        engine = self.model_dump(include=set(EngineSpec.model_fields), exclude={"speculative": {"tuning"}})
+        return EngineSpec.model_validate(engine)
 
     def npus_per_pod(self) -> int:
         return self.resources.npus_per_pod or self.parallelism.npus()

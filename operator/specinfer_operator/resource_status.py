@@ -49,6 +49,22 @@ class ObservedSpeculation(Section):
         description="Per draft position p: accepted at p / drafts. Falling fast with p means a smaller K serves "
         "as many tokens for less verification work.",
     )
+    step_milliseconds: float | None = Field(
+        default=None,
+        description="Mean time of a decode step as a request sees it (vLLM inter-token latency: sum / count), "
+        "drafting and verification included: the cost side of the speed-up.",
+    )
+    tokens_per_step: float | None = Field(
+        default=None,
+        description="Tokens a request gets per decode step ((generated - first tokens) / decode steps); with "
+        "stepMilliseconds, the decode speed of a request.",
+    )
+    decode_batch: float | None = Field(
+        default=None, description="Mean number of requests an engine step serves (decode steps / iterations)."
+    )
+    tokens_per_second: float | None = Field(
+        default=None, description="Tokens generated per second by the pods measured, over the window."
+    )
 
 
 class SpeculationStatus(Section):
@@ -68,6 +84,9 @@ class LastGoodConfiguration(Section):
     method: str = Field(max_length=64, description="Its speculative method.")
     num_speculative_tokens: int = Field(description="Its K.")
     capture_sizes: list[int] | None = Field(default=None, max_length=64, description="Its capture sizes.")
+    family: str | None = Field(
+        default=None, max_length=64, description="Its family: the configuration but for K (status.tuning.family)."
+    )
     time: str = Field(max_length=64, description="When it first served on every replica (RFC 3339).")
 
 
@@ -80,7 +99,7 @@ class RolledBackConfiguration(Section):
     reason: str = Field(
         max_length=128,
         description="How it failed: CrashLoopBackOff, ProgressDeadlineExceeded...; a canary: "
-        "AcceptanceBelowStable, AcceptanceBelowFloor, AbortedByHand.",
+        "AcceptanceBelowStable, AcceptanceBelowFloor, SpeedBelowStable (K alone changed), AbortedByHand.",
     )
     message: str = Field(max_length=4096, description="The pods' own words (termination message) or the deadline's.")
     time: str = Field(max_length=64, description="When it was rolled back (RFC 3339).")
@@ -92,6 +111,12 @@ class CanaryStatus(Section):
 
     config_hash: str = Field(max_length=64, description="The configuration on trial.")
     stable_config_hash: str = Field(max_length=64, description="The last good configuration it is compared with.")
+    family: str | None = Field(default=None, max_length=64, description="The trial's configuration but for K.")
+    stable_family: str | None = Field(
+        default=None,
+        max_length=64,
+        description="The last good one's; equal to family when only K changes, and the canary is judged on speed.",
+    )
     phase: Literal["Canary", "Promoting"] = Field(
         description="Canary: on trial; Promoting: judged good, rolling out to every pod."
     )
@@ -117,6 +142,82 @@ class RolloutStatus(Section):
     canary: CanaryStatus | None = Field(default=None, description="Present while a canary is in progress.")
 
 
+class TuningProfile(Section):
+    """What one K measured, in the telemetry window: tuning's evidence."""
+
+    num_speculative_tokens: int = Field(description="The K measured.")
+    decode_steps: int = Field(description="Decode steps (request, step) measured: the evidence.")
+    draft_tokens: int = Field(description="Tokens drafted in them.")
+    step_milliseconds: float = Field(description="Mean time of a decode step.")
+    decode_batch: float = Field(description="Mean requests per engine step.")
+    accepted_per_step: list[float] = Field(
+        max_length=16,
+        description="Drafts accepted at each position per decode step: tokens per step at K' <= K is 1 + the sum of "
+        "the first K'.",
+    )
+    measured_time: str = Field(max_length=64, description="When (RFC 3339).")
+
+
+class BatchSizeRangeStatus(Section):
+    """A range of a recommended schedule."""
+
+    min_batch_size: int = Field(description="Smallest batch size (inclusive).")
+    max_batch_size: int = Field(description="Largest batch size (inclusive).")
+    num_speculative_tokens: int = Field(description="K for these batch sizes (0: no drafting).")
+
+
+class TuningRecommendation(Section):
+    """Which K serves the most tokens per second, by the profiles measured so far."""
+
+    num_speculative_tokens: int | None = Field(
+        default=None, description="The recommended K; absent while a K must be measured first (measureNext)."
+    )
+    num_speculative_tokens_per_batch_size: list[BatchSizeRangeStatus] | None = Field(
+        default=None,
+        max_length=16,
+        description="When the best K depends on the batch size: the schedule (numSpeculativeTokensPerBatchSize).",
+    )
+    measure_next: int | None = Field(
+        default=None,
+        description="The K to measure before anything can be recommended: one K tells how many tokens a step "
+        "yields, not what a draft token costs.",
+    )
+    expected_gain_percent: float | None = Field(
+        default=None, description="Expected tokens per second over the current K, in percent."
+    )
+    message: str = Field(max_length=1024, description="The recommendation and its figures, in words.")
+    summary: str = Field(max_length=64, description="Short form, for kubectl get: `K=2 +18%`, `measure K=2`, `keep`.")
+    time: str = Field(max_length=64, description="When it last changed (RFC 3339).")
+
+
+class TuningChange(Section):
+    """The last K the operator applied in Auto, and how its canary ended."""
+
+    from_k: int = Field(description="The K before.")
+    to_k: int = Field(description="The K tried.")
+    result: Literal["Trying", "Promoted", "Reverted"] = Field(
+        description="Trying: on a canary; Promoted: it serves; Reverted: slower or failing, the K before is back."
+    )
+    message: str = Field(default="", max_length=1024, description="Why, with the figures.")
+    time: str = Field(max_length=64, description="When it was applied (RFC 3339).")
+
+
+class TuningStatus(Section):
+    """spec.speculative.tuning at work: the K requested, the K that serves, the evidence and the advice."""
+
+    mode: str = Field(max_length=16, description="Off, Recommend or Auto.")
+    family: str = Field(
+        max_length=64,
+        description="The configuration family measured: the serving configuration but for K. Profiles are "
+        "dropped when it changes.",
+    )
+    requested_num_speculative_tokens: int = Field(description="K as the spec says.")
+    effective_num_speculative_tokens: int = Field(description="K as rendered: the tuned K in Auto, else the spec's.")
+    profiles: list[TuningProfile] | None = Field(default=None, max_length=16, description="One per K measured.")
+    recommendation: TuningRecommendation | None = Field(default=None, description="The current advice.")
+    last_change: TuningChange | None = Field(default=None, description="Auto's last change of K.")
+
+
 class SpeculativeInferenceStatus(Section):
     """Observed state, written by the operator."""
 
@@ -136,6 +237,7 @@ class SpeculativeInferenceStatus(Section):
     endpoint: str | None = Field(default=None, max_length=512, description="In-cluster URL of the API.")
     config_hash: str | None = Field(default=None, max_length=64, description="Hash of the engine config served.")
     rollout: RolloutStatus | None = Field(default=None, description="Last good configuration and rollbacks.")
+    tuning: TuningStatus | None = Field(default=None, description="K tuning, with spec.speculative.tuning.")
     selector: str | None = Field(
         default=None, max_length=1024, description="Label selector of the pods, for the scale subresource."
     )

@@ -24,10 +24,13 @@ FAILURES = ("CrashLoopBackOff", "ImagePullBackOff", "CreateContainerConfigError"
 TEMPLATE_HASH_LABEL = "pod-template-hash"  # the Deployment controller's, on each ReplicaSet's template
 
 
-def in_force(previous: dict[str, Any], generation: int) -> dict[str, Any] | None:
-    """The rollback recorded for this generation of the spec, if any: a new generation tries again."""
-    record = (previous.get("rollout") or {}).get("rolledBack")
-    return record if record is not None and record.get("generation") == generation else None
+def in_force(previous: dict[str, Any], generation: int, config_hash: str) -> dict[str, Any] | None:
+    """The rollback recorded for this generation of the spec and this configuration, if any: a new
+    generation tries again, and so does a configuration that changed without one (Auto tuning moved K)."""
+    record: dict[str, Any] | None = (previous.get("rollout") or {}).get("rolledBack")
+    if record is None or record.get("generation") != generation or record.get("configHash") != config_hash:
+        return None
+    return record
 
 
 def failure(desired: Desired, observed: Observed, state: Health) -> tuple[str, str] | None:

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from specinfer_operator import tuner
 from specinfer_operator.children import CONFIG_HASH_ANNOTATION
 
 # Written by the telemetry loop (observation.py); reconcile carries it while the figures it judged stay.
@@ -39,9 +40,18 @@ class Desired:
     endpoint: str
     selector: str
     config_map: str = ""  # the engine ConfigMap of this configuration
+    family: str = ""  # the configuration but for K (children.family_hash)
+    requested_k: int = 0  # K as the spec says; num_speculative_tokens is K as rendered (tuned in Auto)
+    tuning: str = "Off"  # spec.speculative.tuning.mode
+
+    @property
+    def tuned(self) -> bool:
+        """Whether K comes from Auto tuning rather than from the spec."""
+        return self.num_speculative_tokens != self.requested_k
 
 
 ROLLED_BACK = "RolledBack"
+SLOWER = "SpeedBelowStable"  # the verdict on a canary that changed K alone and decoded slower
 CANARY, PROMOTING = "Canary", "Promoting"  # phases of a canary (canary.py), and the Ready reasons then
 
 
@@ -192,7 +202,7 @@ def compute(
     config_message = verdict.message or "; ".join(verdict.warnings) or "the spec is valid"
     config = condition("ConfigValid", verdict.valid, verdict.reason, config_message, generation, before, now)
     if not verdict.valid or desired is None:
-        for key in ("speculation", "endpoint", "configHash", "selector", "rollout"):
+        for key in ("speculation", "endpoint", "configHash", "selector", "rollout", "tuning"):
             if key in previous:
                 status[key] = previous[key]
         want = int(_get(observed.deployment, "spec", "replicas") or 0)
@@ -214,6 +224,8 @@ def compute(
 
     good = (previous.get("rollout") or {}).get("lastGood")
     replicas = desired.replicas
+    # Auto tuning's K measured slower on its canary: the K before serves, as it should; nothing is degraded.
+    reverted = rollback is not None and desired.tuned and rollback["reason"] == SLOWER
     if in_canary and canary is not None and good is not None:
         desired = replace(serving_last_good(desired, good), replicas=int(canary["stableReplicas"]))
     elif rollback is not None and good is not None:
@@ -237,8 +249,15 @@ def compute(
     status["endpoint"] = desired.endpoint
     status["configHash"] = desired.config_hash
     status["selector"] = desired.selector
+    tuning = tuner.carry(
+        previous.get("tuning"), desired.tuning, desired.family, desired.requested_k, desired.num_speculative_tokens
+    )
+    if tuning is not None:
+        status["tuning"] = tuning
     progressing = not state.rolled_out and state.reason != "ProgressDeadlineExceeded"
-    if rollback is not None and good is not None:
+    if reverted and rollback is not None:
+        progress_reason, progress_message = "TuningReverted", f"K reverted: {rollback['message']}"
+    elif rollback is not None and good is not None:
         state = rolled_back(state, desired, rollback)
         progress_reason = ROLLED_BACK if state.rolled_out else "RollingBack"
         progress_message = state.message
@@ -286,6 +305,7 @@ def serving_last_good(desired: Desired, good: dict[str, Any]) -> Desired:
         num_speculative_tokens=good["numSpeculativeTokens"],
         capture_sizes=good.get("captureSizes") or [],
         config_map=good["configMap"],
+        family=good.get("family", ""),
     )
 
 
@@ -313,6 +333,7 @@ def last_good(before: dict[str, Any] | None, desired: Desired, state: Health, no
         "method": desired.method,
         "numSpeculativeTokens": desired.num_speculative_tokens,
         **({"captureSizes": desired.capture_sizes} if desired.capture_sizes else {}),
+        **({"family": desired.family} if desired.family else {}),
         "time": now,
     }
 

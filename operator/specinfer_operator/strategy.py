@@ -54,7 +54,7 @@ def involved(cr: SpeculativeInference, desired: Desired, previous: dict[str, Any
     last good configuration is not the spec's), a canary, or one to clean up."""
     good = ((previous.get("rollout") or {}).get("lastGood") or {}).get("configHash")
     return (
-        rollout.in_force(previous, generation) is not None
+        rollout.in_force(previous, generation, desired.config_hash) is not None
         or (good is not None and good != desired.config_hash and cr.spec.rollout.on_failure == "Rollback")
         or cr.spec.rollout.strategy == "Canary"
         or bool((previous.get("rollout") or {}).get("canary"))
@@ -80,7 +80,7 @@ def arrange(
         observed = observe(ctx, namespace, name)
     live = ctx.kube.get("apps/v1", "deployments", namespace, canary.name_of(name))
     observed = replace(observed, canary=live)
-    rollback, decided, action = rollout.in_force(previous, generation), None, None
+    rollback, decided, action = rollout.in_force(previous, generation, desired.config_hash), None, None
     if rollback is None and canary.wanted(cr, desired.config_hash, previous):
         result = _canary(ctx, body, cr, desired, wanted, observed, previous)
         if result is not None and result.rollback is None:
@@ -117,7 +117,9 @@ def _canary(
     before = before if before.get("configHash") == desired.config_hash else {}
     phase = canary.phase_of(_template_hash(observed.deployment), desired.config_hash, before.get("phase"))
     action = pending_action(body)
-    state = canary.CanaryState(desired.config_hash, phase, size, stable_size, before.get("message") or "starting")
+    state = canary.CanaryState(
+        desired.config_hash, phase, size, stable_size, before.get("message") or "starting", desired.family
+    )
     if phase == PROMOTING:  # every pod rolls to the new configuration; the canary goes
         return Arrangement(wanted, None, None, canary.record(previous, state, good["configHash"], ctx.now()))
     stable = restore(ctx, wanted, previous, namespace, name, observed.deployment)
@@ -146,7 +148,7 @@ def _canary(
     if verdict.action == "wait":
         return Arrangement(stable, trial, None, {**record, "message": verdict.message}, action=None)
     if verdict.action == "promote":
-        promoted = canary.CanaryState(desired.config_hash, PROMOTING, size, stable_size, verdict.message)
+        promoted = replace(state, phase=PROMOTING, message=verdict.message)
         log.info("promoting the canary of %s/%s: %s", namespace, name, verdict.message)
         metrics.CANARIES.labels(result="promoted").inc()
         record = canary.record(previous, promoted, good["configHash"], ctx.now())

@@ -19,14 +19,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from specinfer_operator import metrics, observation
+from specinfer_operator import effective, metrics, observation, tuner
 from specinfer_operator.children import CONFIG_HASH_ANNOTATION
 from specinfer_operator.kube import Kube
 from specinfer_operator.resource import CanarySettings, TelemetrySettings
 from specinfer_operator.scrape import Endpoint, ScrapeError, scrape
 from specinfer_operator.status import CANARY, MEASURED_CONDITION
+from specinfer_operator.tuning import MAX_SCHEDULE_BATCH
 from specinfer_operator.window import Counts, Figures, History, Sample, aggregate
 from specinfer_runtime.engine import ENGINE_PORT
+from specinfer_runtime.speculative import SCHEDULE_FIELD, TuningSettings
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +101,8 @@ class Watched:
     settings: TelemetrySettings = field(default_factory=TelemetrySettings)
     canary_settings: CanarySettings = field(default_factory=CanarySettings)
     canaries: bool = False  # spec.rollout.strategy is Canary: these figures are what a canary is judged against
+    tuning: TuningSettings | None = None  # spec.speculative.tuning, unless it drafts by a schedule
+    max_batch: int = MAX_SCHEDULE_BATCH  # spec.scheduling.maxNumSeqs: a schedule's last batch size
     status: dict[str, Any] = field(default_factory=dict)
     generation: int = 0
     targets: dict[str, Target] = field(default_factory=dict)
@@ -159,6 +163,12 @@ class Telemetry:
             with contextlib.suppress(ValidationError):
                 watched.canary_settings = CanarySettings.model_validate((spec.get("rollout") or {}).get("canary") or {})
             watched.canaries = (spec.get("rollout") or {}).get("strategy") == "Canary"
+            speculative = spec.get("speculative") or {}
+            watched.tuning = None
+            if SCHEDULE_FIELD not in speculative:  # a schedule drafts another K at each batch size: no profile
+                with contextlib.suppress(ValidationError):
+                    watched.tuning = TuningSettings.model_validate(speculative.get("tuning") or {})
+            watched.max_batch = int((spec.get("scheduling") or {}).get("maxNumSeqs") or MAX_SCHEDULE_BATCH)
             watched.status = dict(body.get("status") or {})
             watched.generation = int(meta.get("generation") or 0)
 
@@ -214,6 +224,8 @@ class Telemetry:
                 wrote = self._publish_canary(key, watched, trial_figures) or wrote
                 if wrote and self.judge is not None:
                     self.judge(key)  # the canary may be judged on these figures
+            if watched.tuning is not None and watched.tuning.mode != "Off":
+                self._tune(key, watched, figures, trial_figures)
 
     def _window(
         self, key: Key, watched: Watched, targets: list[Target], results: dict[tuple[Key, Target], Sample | None]
@@ -280,6 +292,38 @@ class Telemetry:
             # Posted directly: kopf.event needs kopf's context, which this thread does not have.
             self.kube.event(body, kind, reason, message, now)
         return True
+
+    def _tune(self, key: Key, watched: Watched, figures: Figures, trial: Figures | None) -> None:
+        """Profiles, recommendation and Auto's moves from this round's figures (tuner.py decides)."""
+        namespace, name = key
+        now, settings = self.now(), watched.tuning
+        assert settings is not None
+
+        def measured(status: dict[str, Any]) -> list[tuple[int, Figures]]:
+            found = [(int((status.get("speculation") or {}).get("numSpeculativeTokens") or 0), figures)]
+            record = (status.get("rollout") or {}).get("canary") or {}
+            family = (status.get("tuning") or {}).get("family")
+            if trial is not None and record.get("phase") == CANARY and record.get("family") == family:
+                found.append((len(trial.counts.per_position), trial))
+            return found
+
+        if tuner.update(watched.status, settings, measured(watched.status), now, watched.max_batch) is None:
+            return  # decided on the watched status: no read, no write
+        with self.lock(namespace, name):
+            body = self.kube.resource(namespace, name)
+            if body is None:
+                return
+            status = body.get("status") or {}
+            change = tuner.update(status, settings, measured(status), now, watched.max_batch)
+            if change is None:
+                return
+            if change.apply is not None:  # reconciles the resource: it renders this K, through a canary
+                value = effective.annotation(change.family, change.apply)
+                self.kube.patch_metadata(namespace, name, {"annotations": {effective.ANNOTATION: value}})
+            self.kube.patch_status(namespace, name, change.patch)
+            metrics.STATUS_WRITES.labels(writer="tuning").inc()
+        for kind, reason, message in change.events:
+            self.kube.event(body, kind, reason, message, now)
 
     def _publish_canary(self, key: Key, watched: Watched, figures: Figures) -> bool:
         """Write the canary's figures (status.rollout.canary.observed) when they moved; whether it wrote."""

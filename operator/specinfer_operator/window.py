@@ -17,31 +17,43 @@ from dataclasses import dataclass, field
 from itertools import zip_longest
 
 from specinfer_operator.acceptance import Acceptance
+from specinfer_operator.timing import Steps
 
 
 @dataclass(frozen=True)
 class Counts:
-    """The four spec-decode counters of one engine (or a sum of them)."""
+    """The spec-decode and decode-step counters of one engine (or a sum of them)."""
 
     drafts: int = 0
     draft_tokens: int = 0
     accepted: int = 0
     per_position: tuple[int, ...] = ()
+    steps: Steps = field(default_factory=Steps)
 
     @classmethod
-    def of(cls, figures: Iterable[Acceptance]) -> Counts:
+    def of(cls, figures: Iterable[Acceptance], steps: Iterable[Steps] = ()) -> Counts:
         """The counters of one scrape, summed over the models it exports (one engine serves one)."""
         total = cls()
         for f in figures:
             total += cls(f.drafts, f.draft_tokens, f.accepted_tokens, f.accepted_per_position)
+        for s in steps:
+            total += cls(steps=s)
         return total
 
     def __add__(self, other: Counts) -> Counts:
+        a, b = self.steps, other.steps
         return Counts(
             self.drafts + other.drafts,
             self.draft_tokens + other.draft_tokens,
             self.accepted + other.accepted,
-            tuple(a + b for a, b in zip_longest(self.per_position, other.per_position, fillvalue=0)),
+            tuple(x + y for x, y in zip_longest(self.per_position, other.per_position, fillvalue=0)),
+            Steps(
+                a.steps + b.steps,
+                a.seconds + b.seconds,
+                a.generated + b.generated,
+                a.requests + b.requests,
+                a.iterations + b.iterations,
+            ),
         )
 
     def since(self, earlier: Counts) -> Counts | None:
@@ -49,15 +61,25 @@ class Counts:
         width = max(len(self.per_position), len(earlier.per_position))
         now = (*self.per_position, *[0] * (width - len(self.per_position)))
         then = (*earlier.per_position, *[0] * (width - len(earlier.per_position)))
+        a, b = self.steps, earlier.steps
+        step_deltas = (
+            a.steps - b.steps,
+            a.generated - b.generated,
+            a.requests - b.requests,
+            a.iterations - b.iterations,
+        )
         deltas = (
             self.drafts - earlier.drafts,
             self.draft_tokens - earlier.draft_tokens,
             self.accepted - earlier.accepted,
-            *(a - b for a, b in zip(now, then, strict=True)),
+            *(x - y for x, y in zip(now, then, strict=True)),
         )
-        if any(d < 0 for d in deltas):
+        seconds = a.seconds - b.seconds
+        if any(d < 0 for d in (*deltas, *step_deltas)) or seconds < 0:
             return None
-        return Counts(deltas[0], deltas[1], deltas[2], tuple(deltas[3:]))
+        return Counts(
+            deltas[0], deltas[1], deltas[2], tuple(deltas[3:]), Steps(step_deltas[0], seconds, *step_deltas[1:])
+        )
 
     def figures(self) -> Acceptance:
         """vLLM's ratios of these counts (acceptance.py has the definitions)."""

@@ -32,6 +32,11 @@ def speculative_config(spec: EngineSpec) -> dict[str, Any]:
         out["draft_tensor_parallel_size"] = draft_tp
     if sc.disable_padded_drafter_batch:
         out["disable_padded_drafter_batch"] = True
+    if sc.num_speculative_tokens_per_batch_size is not None:
+        out["num_speculative_tokens_per_batch_size"] = [
+            [r.min_batch_size, r.max_batch_size, r.num_speculative_tokens]
+            for r in sc.num_speculative_tokens_per_batch_size
+        ]
     if sc.ngram is not None:
         if sc.ngram.prompt_lookup_min is not None:
             out["prompt_lookup_min"] = sc.ngram.prompt_lookup_min

@@ -7,6 +7,7 @@ and the in-pod runtime. One expression, one message: the verdicts cannot drift a
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -75,7 +76,7 @@ def cel_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-# The subset of the Kubernetes CEL string libraries (k8s and cel-go's strings extension) that our rules use;
+# The subset of the Kubernetes CEL string and list libraries (k8s and cel-go's strings extension) that our rules use;
 # cel (the Python binding) ships only the CEL standard library. Semantics follow k8s.io/apiserver/pkg/cel/library.
 #
 # Messages are built with `format`, never with `+` and `string(int)`: the API server's cost estimator
@@ -135,7 +136,27 @@ def _matches(text: str, pattern: str) -> bool:
     return _regex(pattern).search(text) is not None
 
 
+def _is_sorted(values: list[Any]) -> bool:
+    return all(a <= b for a, b in itertools.pairwise(values))
+
+
+def _min(values: list[Any]) -> Any:
+    return min(values)
+
+
+def _max(values: list[Any]) -> Any:
+    return max(values)
+
+
+def _sum(values: list[Any]) -> Any:
+    return sum(values)
+
+
 KUBERNETES_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "isSorted": _is_sorted,
+    "min": _min,
+    "max": _max,
+    "sum": _sum,
     "format": _format,
     "split": _split,
     "replace": _replace,

@@ -35,6 +35,10 @@ ASCEND_METHOD_FLOORS: Mapping[str, str] = {
     "dflash": "0.19.1rc1",
     "extract_hidden_states": "0.20.2rc1",
 }
+# num_speculative_tokens_per_batch_size: vLLM's dynamic speculative decoding (vllm#32374), which vLLM 0.24.0's
+# scheduler passes to the proposers per step; vllm-ascend from the release paired with it (inferred).
+VLLM_SCHEDULE = "0.24.0"
+ASCEND_SCHEDULE = "0.24.0rc1"
 ASCEND_ASYNC_SCHEDULING = "0.13.0rc1"  # async scheduler with EAGLE-family drafting
 ASCEND_REJECTION_SAMPLER = "0.22.1rc1"  # inferred: additional_config.rejection_sampler_config (Block/Entropy Verify)
 
@@ -57,11 +61,16 @@ def installed(version_of: Callable[[str], str] = metadata.version) -> dict[str, 
 def _needs(spec: EngineSpec, ascend: bool) -> list[tuple[str, str]]:
     """(what, minimum version) pairs for this spec, on vllm-ascend or on plain vLLM."""
     method = spec.speculative.effective_method()
+    schedule = spec.speculative.num_speculative_tokens_per_batch_size is not None
     if not ascend:
-        return [("the speculative config this operator renders", VLLM_FLOOR)] + (
-            [(f"method {method}", VLLM_METHOD_FLOORS[method])] if method in VLLM_METHOD_FLOORS else []
+        return (
+            [("the speculative config this operator renders", VLLM_FLOOR)]
+            + ([(f"method {method}", VLLM_METHOD_FLOORS[method])] if method in VLLM_METHOD_FLOORS else [])
+            + ([("numSpeculativeTokensPerBatchSize", VLLM_SCHEDULE)] if schedule else [])
         )
     needs = [("the speculative config this operator renders", ASCEND_FLOOR)]
+    if schedule:
+        needs.append(("numSpeculativeTokensPerBatchSize", ASCEND_SCHEDULE))
     if method in ASCEND_METHOD_FLOORS:
         needs.append((f"method {method}", ASCEND_METHOD_FLOORS[method]))
     if spec.scheduling.async_scheduling:

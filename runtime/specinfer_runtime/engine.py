@@ -12,11 +12,12 @@ from pydantic import AfterValidator, Field
 
 from specinfer_runtime import flags
 from specinfer_runtime.base import CelRules, Section, section_field, unique
-from specinfer_runtime.celrules import Rule, cel_in, evaluate
+from specinfer_runtime.celrules import Rule, cel_in, cel_list, evaluate
 from specinfer_runtime.sources import TargetModel
 from specinfer_runtime.speculative import (
     ASCEND_MAX_SPECULATIVE_TOKENS,
     ASYNC_SCHEDULING_METHODS,
+    SCHEDULE_FIELD,
     SUFFIX_DEFAULT_TREE_DEPTH,
     SpeculativeConfig,
 )
@@ -130,6 +131,46 @@ K = (
     "(has(self.speculative.numSpeculativeTokens) ? self.speculative.numSpeculativeTokens : "
     f"self.speculative.method == 'suffix' ? ({_DEPTH} < {_CAP} ? {_DEPTH} : {_CAP}) : 1)"
 )
+# Batch sizes whose capture sizes the rules and the renderer enumerate (CEL has no range): graph.maxBatchSize
+# stops here, and an explicit list of at most 64 sizes cannot cover more batch sizes than that.
+MAX_GRAPH_BATCH = 64
+BATCHES = cel_list(range(1, MAX_GRAPH_BATCH + 1))
+SCHEDULE = f"self.speculative.{SCHEDULE_FIELD}"
+
+
+def in_force(r: str, n: str) -> str:
+    """CEL: schedule range `r` sets the K of batch size `n`: the last range starting at or below it, since
+    vLLM keeps a range's K through a gap after it and past the last range."""
+    later = f"q.minBatchSize > {r}.minBatchSize && q.minBatchSize <= {n}"
+    return f"({r}.minBatchSize <= {n} && !{SCHEDULE}.exists(q, {later}))"
+
+
+def k_at(n: str) -> str:
+    """CEL: the K of batch size `n` under the schedule (the range in force is unique, so its sum is its K)."""
+    return f"{SCHEDULE}.filter(r, {in_force('r', n)}).map(r, r.numSpeculativeTokens).sum()"
+
+
+def decode_size(n: str) -> str:
+    """CEL: tokens in a decode step of `n` sequences, each verifying its drafts and one token more."""
+    return f"({n} * ((has({SCHEDULE}) ? {k_at(n)} : {K}) + 1))"
+
+
+# Capture sizes to render for graph.maxBatchSize: one decode step per batch size (CEL, evaluated by the
+# renderer, so that the rules and the rendered sizes read the schedule the same way).
+COMPUTED_CAPTURE_SIZES = f"{BATCHES}.filter(n, n <= self.graph.maxBatchSize).map(n, {decode_size('n')})"
+# A batch size up to the largest capture size whose decode step has no capture size (explicit sizes, schedule).
+_MISSING = (
+    f"(!has(self.scheduling.maxNumSeqs) || n <= self.scheduling.maxNumSeqs) "
+    f"&& self.graph.captureSizes.exists(t, t >= {decode_size('n')}) && !({decode_size('n')} in self.graph.captureSizes)"
+)
+
+# The K tuning may choose: from minK to maxK (numSpeculativeTokens when unset).
+_MAX_K = f"(has(self.speculative.tuning.maxK) ? self.speculative.tuning.maxK : {K})"
+_TUNABLE_KS = (
+    f"{cel_list(range(1, ASCEND_MAX_SPECULATIVE_TOKENS + 1))}"
+    f".filter(k, k >= self.speculative.tuning.minK && k <= {_MAX_K})"
+)
+
 # Token slots vLLM reserves for drafting in every step (SpeculativeConfig.max_num_new_slots_for_drafting).
 DRAFT_SLOTS = f"(self.speculative.method == 'draft_model' ? 1 : self.speculative.method == 'dflash' ? {K} : 0)"
 FULL_MODE = f"has(self.graph.mode) && {cel_in('self.graph.mode', FULL_GRAPH_MODES)}"
@@ -192,7 +233,7 @@ class EngineSpec(Section):
         ),
         Rule(
             id="R6",
-            rule=f"!has(self.graph.captureSizes) || !({FULL_MODE}) "
+            rule=f"!has(self.graph.captureSizes) || !({FULL_MODE}) || has({SCHEDULE}) "
             f"|| self.graph.captureSizes.all(s, s % ({K} + 1) == 0)",
             message="every capture size must be a multiple of K+1 = %d in graph mode %s (numSpeculativeTokens %d); "
             "not multiples: %s; use n*(K+1), e.g. %s for batch sizes 1-4, or set graph.maxBatchSize",
@@ -216,6 +257,67 @@ class EngineSpec(Section):
                 f"self.graph.captureSizes.filter(s, s > self.scheduling.maxNumSeqs * ({K} + 1))",
             ),
             field_path=".graph.captureSizes",
+        ),
+        Rule(
+            id="R22",
+            rule=f"!has({SCHEDULE}) || !has(self.graph.captureSizes) || !({FULL_MODE}) || self.graph.captureSizes.all("
+            f"s, {SCHEDULE}.exists(r, s % (r.numSpeculativeTokens + 1) == 0 "
+            f"&& {in_force('r', 's / (r.numSpeculativeTokens + 1)')}))",
+            message="capture sizes %s are no decode step's size under numSpeculativeTokensPerBatchSize in graph mode "
+            "%s: a step of n sequences verifies n x (K+1) tokens, K being that of batch size n; drop them, or set "
+            "graph.maxBatchSize and let the operator compute the sizes",
+            args=(
+                f"self.graph.captureSizes.filter(s, !{SCHEDULE}.exists(r, s % (r.numSpeculativeTokens + 1) == 0 "
+                f"&& {in_force('r', 's / (r.numSpeculativeTokens + 1)')}))",
+                "self.graph.mode",
+            ),
+            field_path=".graph.captureSizes",
+        ),
+        Rule(
+            id="R22",
+            rule=f"!has({SCHEDULE}) || !has(self.graph.captureSizes) || !({FULL_MODE}) "
+            f"|| !{BATCHES}.exists(n, {_MISSING})",
+            message="capture sizes miss %s, the decode steps of batch sizes %s under numSpeculativeTokensPerBatchSize "
+            "(n x (K+1), K being that of batch size n): every batch size up to the largest captured one needs its "
+            "size; add them, or set graph.maxBatchSize and let the operator compute the sizes",
+            args=(
+                f"{BATCHES}.filter(n, {_MISSING}).map(n, {decode_size('n')})",
+                f"{BATCHES}.filter(n, {_MISSING})",
+            ),
+            field_path=".graph.captureSizes",
+        ),
+        Rule(
+            id="R22",
+            rule=f"!has({SCHEDULE}) || {SCHEDULE}.all(r, r.numSpeculativeTokens <= {K})",
+            message="ranges %s (as [minBatchSize, maxBatchSize, K]) draft more than numSpeculativeTokens %d, the "
+            "largest K the engine is built for: lower their K or raise numSpeculativeTokens",
+            args=(
+                f"{SCHEDULE}.filter(r, r.numSpeculativeTokens > {K})"
+                ".map(r, [r.minBatchSize, r.maxBatchSize, r.numSpeculativeTokens])",
+                K,
+            ),
+            field_path=".speculative.numSpeculativeTokensPerBatchSize",
+        ),
+        Rule(
+            id="R22",
+            rule=f"!has({SCHEDULE}) || self.parallelism.data == 1",
+            message="vLLM ignores numSpeculativeTokensPerBatchSize with data parallelism %d (its ranks could pick "
+            "different K and wait on each other) and drafts numSpeculativeTokens at every batch size: remove the "
+            "schedule or set parallelism.data to 1",
+            args=("self.parallelism.data",),
+            field_path=".speculative.numSpeculativeTokensPerBatchSize",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            id="tuning",
+            rule=f"!has(self.speculative.tuning) || self.speculative.tuning.mode != 'Auto' "
+            f"|| !has(self.graph.captureSizes) || !({FULL_MODE}) || {_TUNABLE_KS}.exists(k, k != {K} "
+            "&& self.graph.captureSizes.all(s, s % (k + 1) == 0))",
+            message="tuning.mode Auto changes K, but capture sizes %s are multiples of K+1 for no other K from "
+            "minK %d to maxK %d in graph mode %s: set graph.maxBatchSize instead (the operator computes the sizes "
+            "for each K), or use mode Recommend",
+            args=("self.graph.captureSizes", "self.speculative.tuning.minK", _MAX_K, "self.graph.mode"),
+            field_path=".speculative.tuning.mode",
         ),
         Rule(
             id="R6",
@@ -274,10 +376,10 @@ class EngineSpec(Section):
         return int(evaluate(K, self.dump()))
 
     def capture_sizes(self) -> list[int]:
-        """The capture sizes to render: given, or n x (K+1) for n up to maxBatchSize."""
+        """The capture sizes to render: given, or one decode step per batch size up to maxBatchSize (n x (K+1),
+        K being that of batch size n under a schedule)."""
         if self.graph.capture_sizes:
             return list(self.graph.capture_sizes)
         if self.graph.max_batch_size:
-            step = self.effective_k() + 1
-            return [n * step for n in range(1, self.graph.max_batch_size + 1)]
+            return sorted({int(size) for size in evaluate(COMPUTED_CAPTURE_SIZES, self.dump())})
         return []

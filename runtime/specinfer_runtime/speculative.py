@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal, get_args
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from specinfer_runtime.base import Section
 from specinfer_runtime.celrules import Rule, cel_in, cel_list
@@ -169,6 +169,36 @@ class RejectionSamplerConfig(Section):
     )
 
 
+# The longest schedule: vLLM takes any number of ranges; its own examples use four. The bound keeps the
+# capture-size rules, which look up each batch size's range, within the API server's CEL cost budget.
+MAX_SCHEDULE_RANGES = 8
+
+
+class BatchSizeRange(Section):
+    """One range of a per-batch-size schedule: steps whose batch holds minBatchSize to maxBatchSize
+    sequences (inclusive) draft numSpeculativeTokens tokens per sequence."""
+
+    min_batch_size: int = Field(ge=1, le=65536, description="Smallest batch size of the range (inclusive).")
+    max_batch_size: int = Field(ge=1, le=65536, description="Largest batch size of the range (inclusive).")
+    num_speculative_tokens: int = Field(
+        ge=0,
+        le=ASCEND_MAX_SPECULATIVE_TOKENS,
+        description="K for these batch sizes, at most speculative.numSpeculativeTokens; 0 turns speculation off "
+        "for them (verification then costs more than it gives).",
+    )
+
+    cel_rules: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            id="R21",
+            rule="self.minBatchSize <= self.maxBatchSize",
+            message="minBatchSize %d exceeds maxBatchSize %d: a range runs from its smallest batch size to its "
+            "largest, both included",
+            args=("self.minBatchSize", "self.maxBatchSize"),
+            field_path=".minBatchSize",
+        ),
+    )
+
+
 def _section_only_for(field: str, methods: tuple[str, ...], label: str) -> Rule:
     return Rule(
         id="method-section",
@@ -178,6 +208,75 @@ def _section_only_for(field: str, methods: tuple[str, ...], label: str) -> Rule:
         field_path=f".{field}",
         reason="FieldValueForbidden",
     )
+
+
+TuningMode = Literal["Off", "Recommend", "Auto"]
+
+
+class TuningSettings(Section):
+    """How the operator tunes K from what the engines measure. Not part of the engine's configuration:
+    changing these settings restarts nothing."""
+
+    mode: TuningMode = Field(
+        default="Off",
+        description="Off; Recommend: status.tuning.recommendation says which K would serve the most tokens per "
+        "second, from the acceptance per draft position and the step time measured at each K, with an event "
+        "when it changes; Auto: the operator also applies it as an effective K (the spec is left as written), "
+        "each change through a canary judged on measured speed, and reverted when slower.",
+    )
+    min_k: int = Field(
+        default=1, ge=1, le=ASCEND_MAX_SPECULATIVE_TOKENS, description="Smallest K the recommendation may choose."
+    )
+    max_k: int | None = Field(
+        default=None,
+        ge=1,
+        le=ASCEND_MAX_SPECULATIVE_TOKENS,
+        description="Largest K the recommendation may choose; numSpeculativeTokens when unset, so that the spec's "
+        "K is also the most the engine drafts.",
+    )
+    min_draft_tokens: int = Field(
+        default=2000,
+        ge=1,
+        le=1_000_000_000,
+        description="Draft tokens a K must have proposed in the telemetry window before its figures count.",
+    )
+    min_gain_percent: int = Field(
+        default=5,
+        ge=0,
+        le=100,
+        description="A recommendation changes (and Auto acts on it) only for at least this expected gain in tokens "
+        "per second: measurements move by a few percent on their own.",
+    )
+    min_interval_seconds: int = Field(
+        default=1800,
+        ge=60,
+        le=7 * 86400,
+        description="Auto: at least this long between two changes of K, and before a reverted K is tried again.",
+    )
+
+    cel_rules: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            id="tuning",
+            rule="!has(self.maxK) || self.minK <= self.maxK",
+            message="minK %d exceeds maxK %d: set minK <= maxK",
+            args=("self.minK", "self.maxK"),
+            field_path=".minK",
+        ),
+    )
+
+
+def _distinct_starts(ranges: list[BatchSizeRange]) -> list[BatchSizeRange]:
+    """Refuse two ranges starting at the same batch size, as the API server does for a list keyed by it."""
+    seen: set[int] = set()
+    for item in ranges:
+        if item.min_batch_size in seen:
+            raise ValueError(f'Duplicate value: {{"minBatchSize":{item.min_batch_size}}}')
+        seen.add(item.min_batch_size)
+    return ranges
+
+
+SCHEDULE_FIELD = "numSpeculativeTokensPerBatchSize"
+SCHEDULE = f"self.{SCHEDULE_FIELD}"
 
 
 class SpeculativeConfig(Section):
@@ -219,6 +318,31 @@ class SpeculativeConfig(Section):
         description="Let drafter batches hold sequences of different lengths (vLLM: "
         "`disable_padded_drafter_batch`); only eagle, eagle3, mtp, dflash, draft_model and "
         "extract_hidden_states use it.",
+    )
+    num_speculative_tokens_per_batch_size: (
+        Annotated[
+            list[BatchSizeRange],
+            AfterValidator(_distinct_starts),
+            Field(
+                min_length=1,
+                max_length=MAX_SCHEDULE_RANGES,
+                json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["minBatchSize"]},
+            ),
+        ]
+        | None
+    ) = Field(
+        default=None,
+        description=(
+            "K by batch size (vLLM: `num_speculative_tokens_per_batch_size`, rendered as [[min, max, K], ...]): "
+            "verifying K+1 tokens per sequence costs more as batches grow, so large batches often do best with "
+            "a smaller K, or none. Ranges are inclusive, listed in order without overlap, the first starting "
+            "at batch size 1; a batch size between two ranges, or beyond the last, keeps the K before it. "
+            "numSpeculativeTokens stays the largest K."
+        ),
+    )
+    tuning: TuningSettings | None = Field(
+        default=None,
+        description="Tuning K from measured acceptance and step time (operator only, not rendered for vLLM).",
     )
     ngram: NgramConfig | None = Field(default=None, description="Settings of method ngram.")
     suffix: SuffixConfig | None = Field(default=None, description="Settings of method suffix.")
@@ -293,6 +417,58 @@ class SpeculativeConfig(Section):
             + "): set that method if the checkpoint is one, or load it under another name from a volume",
             args=("self.draftModel.name", "self.method"),
             field_path=".draftModel.name",
+        ),
+        Rule(
+            id="R21",
+            rule=f"!has({SCHEDULE}) || {SCHEDULE}.map(r, r.minBatchSize).isSorted()",
+            message="numSpeculativeTokensPerBatchSize starts its ranges at batch sizes %s: list them from the "
+            "smallest batch size up",
+            args=(f"{SCHEDULE}.map(r, r.minBatchSize)",),
+            field_path=".numSpeculativeTokensPerBatchSize",
+        ),
+        Rule(
+            id="R21",
+            rule=f"!has({SCHEDULE}) || {SCHEDULE}.all(r, {SCHEDULE}.all(q, "
+            "q.minBatchSize <= r.minBatchSize || q.minBatchSize > r.maxBatchSize))",
+            message="ranges overlap: %s (as [minBatchSize, maxBatchSize]) hold batch sizes a later range starts "
+            "at; end each range before the next one starts",
+            args=(
+                f"{SCHEDULE}.filter(r, {SCHEDULE}.exists(q, q.minBatchSize > r.minBatchSize "
+                "&& q.minBatchSize <= r.maxBatchSize)).map(r, [r.minBatchSize, r.maxBatchSize])",
+            ),
+            field_path=".numSpeculativeTokensPerBatchSize",
+        ),
+        Rule(
+            id="R21",
+            rule=f"!has({SCHEDULE}) || {SCHEDULE}.exists(r, r.minBatchSize == 1)",
+            message="no range starts at batch size 1 (the first starts at %d): vLLM needs a K for every batch "
+            "size, so start the first range at 1",
+            args=(f"{SCHEDULE}.map(r, r.minBatchSize).min()",),
+            field_path=".numSpeculativeTokensPerBatchSize",
+        ),
+        Rule(
+            id="R21",
+            rule=f"!has({SCHEDULE}) || self.method != 'extract_hidden_states'",
+            message="extract_hidden_states drafts nothing (its K is 1 and only marks the step): remove "
+            "numSpeculativeTokensPerBatchSize",
+            field_path=".numSpeculativeTokensPerBatchSize",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            id="tuning",
+            rule="!has(self.tuning) || self.tuning.mode == 'Off' || self.method != 'extract_hidden_states'",
+            message="extract_hidden_states drafts nothing, so there is no K to tune: set tuning.mode Off",
+            field_path=".tuning.mode",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            id="tuning",
+            rule=f"!has(self.tuning) || self.tuning.mode != 'Auto' || !has({SCHEDULE})",
+            message="tuning.mode Auto sets one K for every batch size, and would override "
+            "numSpeculativeTokensPerBatchSize: use mode Recommend (its recommendation can be a schedule), or "
+            "remove the schedule",
+            field_path=".tuning.mode",
+            reason="FieldValueForbidden",
         ),
         _section_only_for("ngram", ("ngram",), "ngram"),
         _section_only_for("suffix", ("suffix",), "suffix"),

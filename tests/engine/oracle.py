@@ -6,8 +6,9 @@ Run with the engine venv's interpreter. Each command line goes through vLLM's ar
 configuration classes (`EngineArgs.create_engine_config`: ModelConfig, ParallelConfig, SchedulerConfig,
 SpeculativeConfig, VllmConfig and their cross-checks), then the model runner vLLM builds when an
 engine starts, which creates the drafter (where vLLM refuses, for instance, a draft model whose tensor
-parallel size differs from the target's). The runner is built in this process on a one-rank gloo group,
-so cases with tensor parallelism above 1 are judged on the same code path without one process per rank.
+parallel size differs from the target's), and the scheduler's reading of a per-batch-size schedule. The
+runner is built in this process on a one-rank gloo group, so cases with tensor parallelism above 1 are
+judged on the same code path without one process per rank.
 """
 
 from __future__ import annotations
@@ -57,6 +58,16 @@ def judge(top: Any, args: list[str]) -> dict[str, str]:
                 )
                 parallel_state.ensure_model_parallel_initialized(1, 1)
             CPUModelRunner(config, torch.device("cpu"))
+            speculative = config.speculative_config
+            if speculative is not None and speculative.num_speculative_tokens_per_batch_size is not None:
+                from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup
+
+                # What the scheduler does with the schedule when it starts (vllm/v1/core/sched/scheduler.py).
+                build_dynamic_sd_schedule_lookup(
+                    speculative.num_speculative_tokens_per_batch_size,
+                    vllm_max_batch_size=config.scheduler_config.max_num_seqs,
+                    vllm_num_speculative_tokens=speculative.num_speculative_tokens,
+                )
     except Exception as error:  # vLLM's checks raise ValueError, NotImplementedError, pydantic errors...
         return {"stage": stage, "message": _first_line(error)}
     return {"stage": "", "message": ""}

@@ -59,6 +59,24 @@ def baseline(models: TinyModels, engine_env: dict[str, str], tmp_path_factory: p
     return run_engine("baseline", without_speculation(vllm_argv(spec)), engine_env, PROMPTS, log)
 
 
+def launch(
+    name: str,
+    speculative: dict[str, Any],
+    engine_venv: Path,
+    models: TinyModels,
+    engine_env: dict[str, str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> EngineRun:
+    """A server started as in the pod: `specinfer-runtime --config FILE` execs `vllm serve`."""
+    config = engine_config(models, speculative)
+    checked(config)
+    directory = tmp_path_factory.mktemp(name)
+    path = directory / "engine.json"
+    path.write_text(json.dumps(config))
+    argv = [str(engine_venv / "bin" / "specinfer-runtime"), "--config", str(path)]
+    return run_engine(name, argv, engine_env, PROMPTS, directory / "engine.log")
+
+
 @pytest.fixture(scope="session", params=list(METHODS))
 def speculative(
     request: pytest.FixtureRequest,
@@ -67,15 +85,24 @@ def speculative(
     engine_env: dict[str, str],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> EngineRun:
-    """One server per method, started as in the pod: `specinfer-runtime --config FILE` execs `vllm serve`."""
+    """One server per method."""
     name: str = request.param
-    config = engine_config(models, METHODS[name](models))
-    checked(config)
-    directory = tmp_path_factory.mktemp(name)
-    path = directory / "engine.json"
-    path.write_text(json.dumps(config))
-    argv = [str(engine_venv / "bin" / "specinfer-runtime"), "--config", str(path)]
-    return run_engine(name, argv, engine_env, PROMPTS, directory / "engine.log")
+    return launch(name, METHODS[name](models), engine_venv, models, engine_env, tmp_path_factory)
+
+
+# ngram built for K = 4, drafting 2 per step while a step serves one request (the prompts go one at a time).
+SCHEDULE = [
+    {"minBatchSize": 1, "maxBatchSize": 1, "numSpeculativeTokens": 2},
+    {"minBatchSize": 2, "maxBatchSize": 256, "numSpeculativeTokens": 4},
+]
+
+
+@pytest.fixture(scope="session")
+def scheduled(
+    engine_venv: Path, models: TinyModels, engine_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> EngineRun:
+    speculative = {**METHODS["ngram"](models), "numSpeculativeTokens": 4, "numSpeculativeTokensPerBatchSize": SCHEDULE}
+    return launch("ngram-schedule", speculative, engine_venv, models, engine_env, tmp_path_factory)
 
 
 def raw(metrics: str, name: str, **labels: str) -> float:
@@ -142,7 +169,7 @@ def test_spec_decode_counters_are_exported(speculative: EngineRun) -> None:
 
 def test_drafts_are_accepted_on_a_repetitive_prompt(speculative: EngineRun) -> None:
     """ngram and suffix find the repetition in the context; the draft model is the target's first layer,
-    which picks the target's token often enough (tinymodel.LAST_LAYER_SCALE) to be accepted here too."""
+    which picks the target's token often enough (tinymodel.TAIL_SCALE) to be accepted here too."""
     before = acceptance(speculative.metrics_after[REPETITIVE - 1], SERVED_NAME)
     after = acceptance(speculative.metrics_after[REPETITIVE], SERVED_NAME)
     assert before is not None
@@ -174,3 +201,19 @@ def test_parsed_acceptance_matches_the_raw_counters(speculative: EngineRun) -> N
     assert sum(figures.accepted_per_position) == figures.accepted_tokens
     assert list(figures.accepted_per_position) == sorted(figures.accepted_per_position, reverse=True)
     assert figures.accepted_tokens <= figures.draft_tokens <= k * figures.drafts
+
+
+def test_a_schedule_drafts_the_k_of_the_batch_size(scheduled: EngineRun, baseline: EngineRun) -> None:
+    """vLLM takes the rendered num_speculative_tokens_per_batch_size: built for K = 4 (four positions
+    exported), it drafts at most 2 tokens per step at batch size 1, and greedy output is unchanged."""
+    argv = vllm_argv(checked(config_of(scheduled)))
+    rendered = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert rendered["num_speculative_tokens_per_batch_size"] == [[1, 1, 2], [2, 256, 4]]
+    figures = acceptance(scheduled.metrics, SERVED_NAME)
+    assert figures is not None
+    assert len(figures.accepted_per_position) == 4
+    assert figures.drafts > 0
+    assert figures.accepted_tokens > 0
+    assert figures.draft_tokens <= 2 * figures.drafts
+    assert figures.accepted_per_position[2:] == (0, 0)
+    assert [c.token_ids for c in scheduled.completions] == [c.token_ids for c in baseline.completions]

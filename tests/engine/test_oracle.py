@@ -37,6 +37,7 @@ NOT_JUDGED_RULES = {
     "R10": "vLLM-Ascend's rejection sampler (additional_config), which vLLM itself ignores",
     "R15": "who sets a flag, not whether vLLM takes it (test_flags.py runs every spelling through vLLM's parser)",
     "R17": "a value that would be read as a flag: the command line itself changes",
+    "tuning": "the operator's tuning settings, which are not rendered for vLLM",
 }
 # What vLLM says of these with the tiny Llama is about the model, not the configuration.
 NOT_JUDGED_METHODS = {
@@ -61,6 +62,8 @@ def construct(model: type[BaseModel], data: dict[str, Any]) -> Any:
         key = info.alias or name
         if key in data:
             value, section = data[key], inner[key]
+            if section and isinstance(value, list):
+                value = [construct(section, item) if isinstance(item, dict) else item for item in value]
             values[name] = construct(section, value) if section and isinstance(value, dict) else value
     return model.model_construct(**values)
 

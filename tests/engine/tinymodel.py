@@ -7,9 +7,9 @@ proposers, verifier and metrics as a real checkpoint. They are laid out as an of
 id, rendered verbatim as `vllm serve specinfer-tests/tiny-llama`, exactly as without a volume source.
 
 The draft is the target cut after its first layer (same embeddings, final norm and LM head): a
-self-speculative draft that shares the tokenizer. The target's last layer is scaled down so that the
+self-speculative draft that shares the tokenizer. The target's later layers are scaled down so that the
 draft agrees with it often but not always, like a real draft; independent random weights would agree
-by chance only.
+by chance only. `Size` makes larger pairs (the tuning benchmark's), whose target costs more per step.
 
 Run `python -m tests.engine.tinymodel HF_HOME` to build them by hand.
 """
@@ -30,9 +30,10 @@ VOCAB_SIZE = 512
 SEED = 1234
 MAX_POSITIONS = 1024
 BOS, EOS = "<s>", "</s>"
-# Scale of the target's last-layer output projections. With purely random layers the 1-layer draft
-# picks the target's greedy token about 5% of the time; at 0.25 it does 50-85% on the test prompts.
-LAST_LAYER_SCALE = 0.25
+# Scale of the output projections of the target's layers after the first. With purely random layers the
+# 1-layer draft picks the target's greedy token about 5% of the time; at 0.25 (2 layers) it does 50-85% on
+# the test prompts.
+TAIL_SCALE = 0.25
 # Training text: a frozen copy of some of the project's own prose (the README's start and the commented
 # examples, ~20 KB), so that editing the README does not change the models.
 CORPUS = Path(__file__).with_name("corpus.txt")
@@ -88,17 +89,28 @@ def train_tokenizer(texts: list[str]) -> object:
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token=BOS, eos_token=EOS)
 
 
-def _config(layers: int, bos: int, eos: int) -> object:
+@dataclass(frozen=True)
+class Size:
+    """The shape of a target; its draft is the target cut after its first layer."""
+
+    layers: int = 2
+    hidden: int = 128
+    intermediate: int = 256
+    heads: int = 2  # head_dim = hidden / heads; vLLM's CPU attention refuses 16, takes 64
+    tail_scale: float = TAIL_SCALE  # scale of what the layers after the first write into the residual
+
+
+def _config(size: Size, layers: int, bos: int, eos: int) -> object:
     from transformers import LlamaConfig
 
     return LlamaConfig(
         vocab_size=VOCAB_SIZE,
-        hidden_size=128,
-        intermediate_size=256,
+        hidden_size=size.hidden,
+        intermediate_size=size.intermediate,
         num_hidden_layers=layers,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        head_dim=64,  # vLLM's CPU attention refuses head_dim 16
+        num_attention_heads=size.heads,
+        num_key_value_heads=size.heads,
+        head_dim=size.hidden // size.heads,
         max_position_embeddings=MAX_POSITIONS,
         bos_token_id=bos,
         eos_token_id=eos,
@@ -129,35 +141,35 @@ def _publish(staging: Path, hf_home: Path, repo_id: str) -> Path:
     return snapshot
 
 
-def build(hf_home: Path) -> TinyModels:
-    """Build both checkpoints into `hf_home` (deterministic: same corpus, same files)."""
+def build(hf_home: Path, size: Size = Size(), target: str = TARGET, draft: str = DRAFT) -> TinyModels:
+    """Build both checkpoints into `hf_home` (deterministic: same corpus, same size, same files)."""
     import torch
     from transformers import LlamaForCausalLM
 
     tokenizer = train_tokenizer(corpus())
     bos, eos = tokenizer.convert_tokens_to_ids([BOS, EOS])  # type: ignore[attr-defined]
     torch.manual_seed(SEED)
-    target = LlamaForCausalLM(_config(2, bos, eos)).eval()
-    draft = LlamaForCausalLM(_config(1, bos, eos)).eval()
-    with torch.no_grad():  # the last layer writes less into the residual stream, so the draft often agrees
-        last = target.model.layers[-1]
-        last.self_attn.o_proj.weight.mul_(LAST_LAYER_SCALE)
-        last.mlp.down_proj.weight.mul_(LAST_LAYER_SCALE)
+    big = LlamaForCausalLM(_config(size, size.layers, bos, eos)).eval()
+    small = LlamaForCausalLM(_config(size, 1, bos, eos)).eval()
+    with torch.no_grad():  # the later layers write less into the residual stream, so the draft often agrees
+        for layer in big.model.layers[1:]:
+            layer.self_attn.o_proj.weight.mul_(size.tail_scale)
+            layer.mlp.down_proj.weight.mul_(size.tail_scale)
     # The draft is the target's first layer under the target's embeddings, final norm and LM head.
-    missing, unexpected = draft.load_state_dict(target.state_dict(), strict=False)
+    missing, unexpected = small.load_state_dict(big.state_dict(), strict=False)
     assert not missing, missing
-    assert all(key.startswith("model.layers.1.") for key in unexpected), unexpected
+    assert all(not key.startswith("model.layers.0.") for key in unexpected), unexpected
 
     dirs = []
     staging_root = hf_home / "staging"
-    for name, model in ((TARGET, target), (DRAFT, draft)):
+    for name, model in ((target, big), (draft, small)):
         staging = staging_root / name.replace("/", "--")
         staging.mkdir(parents=True, exist_ok=True)
         model.save_pretrained(staging, safe_serialization=True)
         tokenizer.save_pretrained(staging)  # type: ignore[attr-defined]
         dirs.append(_publish(staging, hf_home, name))
     shutil.rmtree(staging_root)  # what is left are builds equal to a snapshot already there
-    return TinyModels(hf_home=hf_home, target=TARGET, draft=DRAFT, target_dir=dirs[0], draft_dir=dirs[1])
+    return TinyModels(hf_home=hf_home, target=target, draft=draft, target_dir=dirs[0], draft_dir=dirs[1])
 
 
 if __name__ == "__main__":

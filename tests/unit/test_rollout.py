@@ -40,6 +40,7 @@ def test_a_configuration_serving_everywhere_becomes_the_last_good_one() -> None:
             "method": "ngram",
             "numSpeculativeTokens": 4,
             "captureSizes": [4, 8, 12, 16],
+            "family": GOOD.family,
             "time": NOW,
         }
     }
@@ -88,10 +89,11 @@ def test_a_rollback_needs_a_different_last_good_configuration() -> None:
     assert rollout.decide(first, DESIRED, crashing, state, 4, LATER) is None  # it was this one
 
 
-def test_a_rollback_holds_for_its_generation_only() -> None:
+def test_a_rollback_holds_for_its_generation_and_configuration_only() -> None:
     status = {**good_status(), "rollout": {"rolledBack": {"configHash": "bad", "generation": 4}}}
-    assert rollout.in_force(status, 4) == {"configHash": "bad", "generation": 4}
-    assert rollout.in_force(status, 5) is None  # the spec changed: try again
+    assert rollout.in_force(status, 4, "bad") == {"configHash": "bad", "generation": 4}
+    assert rollout.in_force(status, 5, "bad") is None  # the spec changed: try again
+    assert rollout.in_force(status, 4, "good") is None  # Auto tuning moved K back: nothing to hold
 
 
 def test_the_restored_deployment_has_the_last_good_template() -> None:

@@ -10,9 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from specinfer_operator.scrape import LIMIT, Endpoint, ScrapeError, counts, scrape, spec_decode_lines
+from specinfer_operator.scrape import LIMIT, Endpoint, ScrapeError, counter_lines, counts, scrape
+from specinfer_operator.timing import Steps
 from specinfer_operator.window import Counts
 
+STEP_SAMPLES = (
+    "vllm:inter_token_latency_seconds_sum{",
+    "vllm:inter_token_latency_seconds_count{",
+    "vllm:generation_tokens_total{",
+    "vllm:time_to_first_token_seconds_count{",
+    "vllm:iteration_tokens_total_count{",
+)
 REAL = (Path(__file__).parent / "data" / "vllm-metrics-ngram.txt").read_bytes()
 
 
@@ -58,13 +66,18 @@ def server() -> Iterator[Server]:
 
 
 def test_a_real_exposition(server: Server) -> None:
-    assert scrape(server.endpoint, timeout=2) == Counts(30, 84, 64, (24, 21, 19))
+    # The step counters as the file has them: inter-token latency count 131 and sum 1.37335..., 192 tokens
+    # generated, 4 first tokens, 135 iterations.
+    steps = Steps(steps=131, seconds=1.3733576490012638, generated=192, requests=4, iterations=135)
+    assert scrape(server.endpoint, timeout=2) == Counts(30, 84, 64, (24, 21, 19), steps)
 
 
-def test_only_the_spec_decode_lines_reach_the_parser() -> None:
-    kept = spec_decode_lines(REAL).splitlines()
-    assert kept
-    assert all("spec_decode_num_" in line for line in kept)
+def test_only_the_counters_reach_the_parser() -> None:
+    kept = counter_lines(REAL).splitlines()
+    samples = [line for line in kept if not line.startswith("#")]
+    assert all("spec_decode_num_" in line or line.startswith(STEP_SAMPLES) for line in samples), samples
+    assert not any("_bucket" in line or "_created" in line for line in samples)
+    assert len([s for s in samples if "spec_decode" not in s]) == len(STEP_SAMPLES)
     assert len(REAL.splitlines()) > 10 * len(kept)
 
 

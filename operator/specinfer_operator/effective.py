@@ -1,0 +1,84 @@
+"""The K to render: the spec's, or the one Auto tuning applied (pure).
+
+Auto never edits the spec (GitOps keeps it as written): the K it applies lives in an annotation on the
+resource, `tuning.specinfer.io/effective`, as `{"family": ..., "numSpeculativeTokens": K}`. It counts
+only in mode Auto, for the configuration family it was measured on (a spec changed in anything but K
+makes it stale), within the tuning bounds, and when the spec with that K passes every rule; otherwise the
+spec's K is rendered and the reason is a warning. Setting the annotation by hand pins K the same way.
+The annotation is outside kopf's storage prefix, so writing it reconciles the resource.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from specinfer_operator.resource import SpeculativeInference
+from specinfer_runtime.validation import Report
+
+ANNOTATION = "tuning.specinfer.io/effective"
+MAX_ANNOTATION = 1024  # bytes: anything longer was not written by the operator
+
+
+@dataclass(frozen=True)
+class Effective:
+    """The resource to render and the K the spec asked for."""
+
+    resource: SpeculativeInference
+    requested_k: int
+    warning: str | None = None
+
+
+def annotation(family: str, k: int) -> str:
+    return json.dumps({"family": family, "numSpeculativeTokens": k}, separators=(",", ":"))
+
+
+def _tuned_k(body: dict[str, Any], family: str) -> tuple[int | None, str | None]:
+    """The K the annotation sets for this family, or why it sets none (None: it is absent or stale)."""
+    raw = ((body.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION)
+    if raw is None:
+        return None, None
+    if len(raw) > MAX_ANNOTATION:
+        return None, f"{ANNOTATION} is longer than {MAX_ANNOTATION} bytes: ignored"
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None, f"{ANNOTATION} is not JSON: ignored"
+    k = value.get("numSpeculativeTokens") if isinstance(value, dict) else None
+    if not isinstance(k, int) or isinstance(k, bool):
+        return None, f'{ANNOTATION} needs {{"family": ..., "numSpeculativeTokens": K}}: ignored'
+    if value.get("family") != family:
+        return None, None  # measured on another configuration: the spec changed since
+    return k, None
+
+
+def resolve(
+    body: dict[str, Any],
+    report: Report[SpeculativeInference],
+    family: Callable[[SpeculativeInference], str],
+    check: Callable[[dict[str, Any]], Report[SpeculativeInference]],
+) -> Effective | None:
+    """What to render for a checked resource (None when the spec itself is invalid)."""
+    cr = report.value
+    if cr is None:
+        return None
+    requested = cr.spec.engine().effective_k()
+    tuning = cr.spec.speculative.tuning
+    if tuning is None or tuning.mode != "Auto":
+        return Effective(cr, requested)
+    k, problem = _tuned_k(body, family(cr))
+    if k is None or k == requested:
+        return Effective(cr, requested, problem)
+    top = tuning.max_k or requested
+    if not tuning.min_k <= k <= top:
+        return Effective(cr, requested, f"{ANNOTATION} sets K={k}, outside minK {tuning.min_k} to maxK {top}: ignored")
+    tuned = copy.deepcopy(body)
+    tuned["spec"]["speculative"]["numSpeculativeTokens"] = k
+    checked = check(tuned)
+    if checked.value is None:
+        why = "; ".join(str(p) for p in checked.errors)
+        return Effective(cr, requested, f"{ANNOTATION} sets K={k}, which the spec does not allow ({why}): ignored")
+    return Effective(checked.value, requested)

@@ -1,0 +1,247 @@
+"""spec.speculative.tuning at work (pure): status.tuning, its profiles and recommendation, and Auto's moves.
+
+The telemetry loop hands over the windowed figures of the serving pods and of a canary; a figure set with
+enough draft tokens becomes the profile of its K (one per K, replaced as it is measured again) as long
+as it belongs to the serving configuration's family (the configuration but for K). The recommendation is
+tuning.recommend's over those profiles, written when it changes materially, with an event. In Auto, once
+the resource is Ready with no canary or rollback under way and minIntervalSeconds have passed since the
+last change, the K to measure next or the recommended K (when it promises minGainPercent) is applied
+through effective.py's annotation, and the canary that follows decides: promoted, or reverted when slower
+(status.rollout.rolledBack) or failing, in which case the K before is put back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from specinfer_operator.tuning import Bounds, Profile, Recommendation, recommend
+from specinfer_operator.window import Figures
+from specinfer_runtime.speculative import TuningSettings
+
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+STEP_TOLERANCE = 0.02  # relative: a profile whose step time moved less is not rewritten
+ACCEPT_TOLERANCE = 0.01  # accepted drafts per step
+MAX_PROFILES = 16
+RETRY_AFTER = 4  # a reverted K is not tried again within this many minIntervalSeconds
+KEEP = "keep"
+
+
+def carry(
+    previous: dict[str, Any] | None, mode: str, family: str, requested: int, serving: int
+) -> dict[str, Any] | None:
+    """status.tuning as reconcile writes it: what the spec asks and what serves, with the evidence and the
+    advice kept while the family stays (a new family starts over); None with tuning off."""
+    if mode == "Off":
+        return None
+    kept = previous if previous is not None and previous.get("family") == family else {}
+    return {
+        "mode": mode,
+        "family": family,
+        "requestedNumSpeculativeTokens": requested,
+        "effectiveNumSpeculativeTokens": serving,
+        **{k: kept[k] for k in ("profiles", "recommendation", "lastChange") if k in kept},
+    }
+
+
+def _age(then: str | None, now: str) -> float:
+    try:
+        return (datetime.strptime(now, TIME_FORMAT) - datetime.strptime(then or "", TIME_FORMAT)).total_seconds()
+    except ValueError:
+        return float("inf")
+
+
+def entry(profile: Profile, now: str) -> dict[str, Any]:
+    return {
+        "numSpeculativeTokens": profile.k,
+        "decodeSteps": profile.steps,
+        "draftTokens": profile.draft_tokens,
+        "stepMilliseconds": round(1000 * profile.step_seconds, 3),
+        "decodeBatch": round(profile.batch, 2),
+        "acceptedPerStep": [round(t, 4) for t in profile.position_tokens],
+        "measuredTime": now,
+    }
+
+
+def profile_of(item: dict[str, Any]) -> Profile:
+    return Profile(
+        k=int(item["numSpeculativeTokens"]),
+        steps=int(item["decodeSteps"]),
+        step_seconds=float(item["stepMilliseconds"]) / 1000,
+        position_tokens=tuple(float(t) for t in item["acceptedPerStep"]),
+        batch=float(item["decodeBatch"]),
+        draft_tokens=int(item["draftTokens"]),
+    )
+
+
+def _moved(before: dict[str, Any] | None, after: dict[str, Any]) -> bool:
+    if before is None:
+        return True
+    step = float(before["stepMilliseconds"])
+    if abs(float(after["stepMilliseconds"]) - step) > STEP_TOLERANCE * step:
+        return True
+    if abs(float(after["decodeBatch"]) - float(before["decodeBatch"])) > 0.1 * float(before["decodeBatch"]):
+        return True
+    pairs = zip(before["acceptedPerStep"], after["acceptedPerStep"], strict=False)
+    return any(abs(float(a) - float(b)) > ACCEPT_TOLERANCE for a, b in pairs)
+
+
+def advice(found: Recommendation | None, settings: TuningSettings, now: str) -> dict[str, Any] | None:
+    """status.tuning.recommendation for a recommendation; moves under minGainPercent are `keep`."""
+    if found is None:
+        return None
+    if found.explore is not None:
+        return {
+            "measureNext": found.explore,
+            "message": found.describe(),
+            "summary": f"measure K={found.explore}",
+            "time": now,
+        }
+    gain = round(100 * found.gain, 1)
+    move = found.k != found.current_k and gain >= settings.min_gain_percent
+    out: dict[str, Any] = {
+        "numSpeculativeTokens": found.k if move else found.current_k,
+        "expectedGainPercent": gain if move else 0.0,
+        "message": found.describe()
+        if move
+        else f"keep K={found.current_k}: {found.describe()}, under minGainPercent {settings.min_gain_percent}",
+        "summary": f"K={found.k} {gain:+.0f}%" if move else f"{KEEP} K={found.current_k}",
+        "time": now,
+    }
+    if found.schedule:
+        out["numSpeculativeTokensPerBatchSize"] = [
+            {"minBatchSize": a, "maxBatchSize": b, "numSpeculativeTokens": k} for a, b, k in found.schedule
+        ]
+    return out
+
+
+@dataclass(frozen=True)
+class Update:
+    """A status merge patch, events, and the K to apply (Auto), if any."""
+
+    patch: dict[str, Any]
+    events: list[tuple[str, str, str]] = field(default_factory=list)
+    apply: int | None = None  # the K to write into the effective annotation
+    family: str = ""
+
+
+def _profiles(
+    tuning: dict[str, Any], figures: list[tuple[int, Figures]], need: int, now: str
+) -> tuple[list[dict[str, Any]], bool]:
+    """The profiles with these figures (K, windowed figures) in, and whether any changed."""
+    by_k = {int(p["numSpeculativeTokens"]): p for p in tuning.get("profiles") or []}
+    changed = False
+    for k, measured in figures:
+        found = Profile.of(measured.counts, k) if measured.counts.draft_tokens >= need else None
+        if found is None or len(measured.counts.per_position) != k:
+            continue
+        item = entry(found, now)
+        if _moved(by_k.get(k), item):
+            by_k[k] = item
+            changed = True
+    ordered = [by_k[k] for k in sorted(by_k)][:MAX_PROFILES]
+    return ordered, changed
+
+
+def _resolve(
+    tuning: dict[str, Any], status: dict[str, Any], serving: int, requested: int, now: str
+) -> tuple[dict[str, Any] | None, list[tuple[str, str, str]], int | None]:
+    """How Auto's change under way ended, if it did: (lastChange, events, K to put back)."""
+    change = tuning.get("lastChange")
+    if change is None or change.get("result") != "Trying":
+        return None, [], None
+    rollout = status.get("rollout") or {}
+    if rollout.get("canary"):
+        return None, [], None
+    back = rollout.get("rolledBack")
+    if back is not None and serving == change["fromK"]:
+        message = f"K={change['toK']} reverted to K={serving}: {back['reason']}: {back['message']}"
+        return (
+            {**change, "result": "Reverted", "message": message},
+            [("Normal", "TuningReverted", message)],
+            change["fromK"],
+        )
+    if serving == change["toK"]:
+        message = f"K={change['toK']} serves on every pod (was K={change['fromK']})"
+        return {**change, "result": "Promoted", "message": message}, [("Normal", "TuningPromoted", message)], None
+    return None, [], None
+
+
+def _move(
+    tuning: dict[str, Any], status: dict[str, Any], settings: TuningSettings, serving: int, now: str
+) -> int | None:
+    """The K Auto applies now, or None."""
+    recommendation = tuning.get("recommendation") or {}
+    target = recommendation.get("measureNext", recommendation.get("numSpeculativeTokens"))
+    if target is None or target == serving:
+        return None
+    rollout = status.get("rollout") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    if not ready or rollout.get("canary") or rollout.get("rolledBack"):
+        return None
+    change = tuning.get("lastChange")
+    if change is not None:
+        age = _age(change.get("time"), now)
+        if change.get("result") == "Trying" or age < settings.min_interval_seconds:
+            return None
+        if (
+            change.get("result") == "Reverted"
+            and change.get("toK") == target
+            and age < RETRY_AFTER * settings.min_interval_seconds
+        ):
+            return None
+    return int(target)
+
+
+def update(
+    status: dict[str, Any],
+    settings: TuningSettings,
+    figures: list[tuple[int, Figures]],
+    now: str,
+    max_batch: int,
+) -> Update | None:
+    """What tuning changes in the status after a scrape round: `figures` are (K, windowed figures) of the
+    serving pods and, when it changes K alone, of the canary. None when nothing changes."""
+    tuning = status.get("tuning")
+    if not tuning or tuning.get("mode") in (None, "Off"):
+        return None
+    serving = int(tuning["effectiveNumSpeculativeTokens"])
+    requested = int(tuning["requestedNumSpeculativeTokens"])
+    profiles, changed = _profiles(tuning, figures, settings.min_draft_tokens, now)
+    patch: dict[str, Any] = {}
+    events: list[tuple[str, str, str]] = []
+    if changed:
+        patch["profiles"] = profiles
+    bounds = Bounds(min_k=settings.min_k, max_k=settings.max_k or requested, off=False, max_batch=max_batch)
+    found = recommend([profile_of(p) for p in profiles], serving, bounds) if profiles else None
+    before = tuning.get("recommendation")
+    after = advice(found, settings, now)
+    if after is not None and (before is None or before.get("summary") != after["summary"]):
+        patch["recommendation"] = after
+        events.append(("Normal", "TuningRecommendation", after["message"]))
+        tuning = {**tuning, "recommendation": after}
+    apply = None
+    if tuning["mode"] == "Auto":
+        ended, said, back = _resolve(tuning, status, serving, requested, now)
+        if ended is not None:
+            patch["lastChange"] = ended
+            events += said
+            apply = back
+        else:
+            apply = _move(tuning, status, settings, serving, now)
+            if apply is not None:
+                message = (
+                    f"K={serving} -> K={apply} on a canary: {(tuning.get('recommendation') or {}).get('message', '')}"
+                )
+                patch["lastChange"] = {
+                    "fromK": serving,
+                    "toK": apply,
+                    "result": "Trying",
+                    "message": message,
+                    "time": now,
+                }
+                events.append(("Normal", "TuningChange", message))
+    if not patch:
+        return None
+    return Update({"tuning": patch}, events, apply, tuning["family"])

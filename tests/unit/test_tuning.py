@@ -1,0 +1,136 @@
+"""The tuning model: profiles from counters, the acceptance curve, the cost fit and the recommendation."""
+
+from __future__ import annotations
+
+import pytest
+
+from specinfer_operator.timing import Steps
+from specinfer_operator.tuning import (
+    Bounds,
+    Cost,
+    Profile,
+    acceptance_curve,
+    fit,
+    recommend,
+    tokens_per_step,
+)
+from specinfer_operator.window import Counts
+
+# Accepted at position p per decode step, as ngram on repetitive prompts gives them (every step drafts).
+NGRAM = (0.86, 0.75, 0.58, 0.44, 0.33, 0.25, 0.19, 0.14)
+WEAK = (0.55, 0.29, 0.12, 0.06, 0.03, 0.015, 0.007, 0.003)
+
+
+def profile(k: int, curve: tuple[float, ...], cost: Cost, batch: float = 1.0, steps: int = 1000) -> Profile:
+    """What an engine would measure at K: the curve's first K positions and the cost's step time."""
+    return Profile(k, steps, cost.seconds(k, batch), curve[:k], batch, draft_tokens=steps * k)
+
+
+def test_a_profile_from_windowed_counters() -> None:
+    # 40 decode steps of 10 ms at batch 2 (20 iterations), 4 first tokens; accepted 30, 20, 10 at positions 0-2.
+    counts = Counts(40, 120, 60, (30, 20, 10), Steps(steps=40, seconds=0.4, generated=104, requests=4, iterations=20))
+    found = Profile.of(counts)
+    assert found is not None
+    assert (found.k, found.steps, found.batch, found.draft_tokens) == (3, 40, 2.0, 120)
+    assert found.step_seconds == pytest.approx(0.01)
+    assert found.position_tokens == pytest.approx((0.75, 0.5, 0.25))
+    # 1 + 60 / 40 tokens per step: what the engine generated after the first tokens, (104 - 4) / 40.
+    assert found.tokens_per_step == pytest.approx(2.5) == pytest.approx((104 - 4) / 40)
+    assert found.speed == pytest.approx(250)
+    assert Profile.of(Counts(steps=Steps())) is None  # no decode step: nothing to learn
+
+
+def test_the_curve_pools_what_was_measured_and_extrapolates_the_rest() -> None:
+    cost = Cost(0.004, 0.0)
+    short = profile(2, NGRAM, cost, steps=1000)
+    long = Profile(4, 3000, 0.004, (0.9, 0.7, 0.56, 0.448), 1.0)
+    curve = acceptance_curve([short, long], 6)
+    assert curve[0] == pytest.approx((0.86 * 1000 + 0.9 * 3000) / 4000)
+    assert curve[2:4] == pytest.approx([0.56, 0.448])
+    # Beyond the measured positions: the last ratio (0.8) carries on.
+    assert curve[4:] == pytest.approx([0.448 * 0.8, 0.448 * 0.64])
+    assert tokens_per_step(curve, 0) == 1
+    one = acceptance_curve([Profile(1, 100, 0.004, (0.5,), 1.0)], 3)
+    assert one == pytest.approx([0.5, 0.25, 0.125])  # with one position, its own rate
+
+
+def test_the_cost_is_fitted_only_from_two_k_or_more() -> None:
+    cost = Cost(0.0036, 0.0009)
+    assert fit([profile(4, WEAK, cost), profile(4, WEAK, cost, steps=10)]) is None
+    fitted = fit([profile(4, WEAK, cost), profile(2, WEAK, cost)])
+    assert fitted is not None
+    assert (fitted.base, fitted.per_token) == pytest.approx((0.0036, 0.0009))
+    assert (fitted.per_request, fitted.per_request_token) == (0, 0)
+
+
+def test_batch_terms_are_fitted_when_the_profiles_ran_at_different_batches() -> None:
+    cost = Cost(0.003, 0.0002, 0.0004, 0.0003)
+    profiles = [profile(k, NGRAM, cost, batch=n) for k in (2, 4) for n in (1.0, 8.0)]
+    fitted = fit(profiles)
+    assert fitted is not None
+    assert (fitted.base, fitted.per_token, fitted.per_request, fitted.per_request_token) == pytest.approx(
+        (0.003, 0.0002, 0.0004, 0.0003)
+    )
+
+
+def test_with_one_k_measured_the_advice_is_which_k_to_measure() -> None:
+    found = recommend([profile(4, NGRAM, Cost(0.0036, 0.00004))], 4, Bounds())
+    assert found is not None
+    assert (found.explore, found.k) == (2, 4)
+    assert "measure K=2" in found.describe()
+    at_the_floor = recommend([profile(1, NGRAM, Cost(0.0036, 0.00004))], 1, Bounds(min_k=1, max_k=4))
+    assert at_the_floor is not None
+    assert at_the_floor.explore == 2
+    nothing_else = recommend([profile(1, NGRAM, Cost(0.0036, 0.00004))], 1, Bounds(min_k=1, max_k=1))
+    assert nothing_else is None
+
+
+def test_cheap_drafts_that_are_accepted_push_k_up_one_measured_step_at_a_time() -> None:
+    cost = Cost(0.0036, 0.00004)  # ngram: verification nearly free
+    found = recommend([profile(4, NGRAM, cost), profile(2, NGRAM, cost)], 4, Bounds(max_k=8))
+    assert found is not None
+    assert (found.k, found.extrapolated) == (6, True)  # at most EXTRAPOLATE positions beyond K=4
+    assert found.gain > 0.05
+    further = recommend([profile(k, NGRAM, cost) for k in (2, 4, 6)], 6, Bounds(max_k=8))
+    assert further is not None
+    assert further.k == 8
+
+
+def test_expensive_drafts_rarely_accepted_lead_to_measuring_and_turning_speculation_off() -> None:
+    cost = Cost(0.0056, 0.0009)  # the tiny sibling draft: each draft token ~0.9 ms beyond the drafter's setup
+    drafting = [profile(4, WEAK, cost), profile(2, WEAK, cost)]
+    found = recommend(drafting, 4, Bounds())
+    assert found is not None
+    # The issue's own figures: K=2 beats K=1 and K=4, but is that better than no speculation at all?
+    assert (found.k, found.explore, found.off_unmeasured) == (2, None, True)
+    assert "speculation off was not measured" in found.describe()
+    # Without speculation (another engine: no drafter), a step takes 2.8 ms and yields one token.
+    off = Profile(0, 1000, 0.0028, (), 1.0)
+    found = recommend([*drafting, off], 4, Bounds())
+    assert found is not None
+    assert (found.k, found.explore, found.off_unmeasured) == (0, None, False)
+    assert found.speed == pytest.approx(1 / 0.0028)
+    assert "speculation off" in found.describe()
+    kept_on = recommend([*drafting, off], 4, Bounds(off=False))
+    assert kept_on is not None
+    assert (kept_on.k, kept_on.off_unmeasured) == (2, False)
+    # Off is never guessed from the drafting engine's cost at K = 0, even where that would favour it.
+    cheap_setup = recommend([profile(2, WEAK, Cost(0.0005, 0.004)), profile(1, WEAK, Cost(0.0005, 0.004))], 2, Bounds())
+    assert cheap_setup is not None
+    assert cheap_setup.k == 1
+
+
+def test_the_best_k_depends_on_the_batch_and_gives_a_schedule() -> None:
+    # Verifying K+1 tokens per request costs more in bigger batches: K 4 at batch 1, less at batch 32.
+    cost = Cost(0.004, 0.0001, 0.0002, 0.0004)
+    profiles = [profile(k, NGRAM[:4], cost, batch=n) for k in (2, 4) for n in (1.0, 16.0)]
+    found = recommend(profiles, 4, Bounds(max_k=4, off=True, max_batch=64), batch=1.0)
+    assert found is not None
+    assert found.k == 4
+    assert len(found.schedule) > 1
+    starts = [a for a, _, _ in found.schedule]
+    assert starts[0] == 1
+    assert starts == sorted(starts)
+    assert found.schedule[-1][1] == 64
+    ks = [k for _, _, k in found.schedule]
+    assert ks == sorted(ks, reverse=True)  # smaller K as batches grow
