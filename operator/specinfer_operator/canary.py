@@ -173,7 +173,8 @@ def _judge_speed(canary: dict[str, Any] | None, base: dict[str, Any], which: str
     drop = settings.max_speed_drop_percent
     if mine < theirs * (1 - drop / 100):
         return Verdict("rollback", SLOWER, f"{compared}: more than {drop}% slower")
-    return Verdict("promote", "Promoted", f"{compared}: within {drop}%")
+    said = f"{mine / theirs - 1:+.0%}" if mine >= theirs else f"within {drop}%"
+    return Verdict("promote", "Promoted", f"{compared}: {said}")
 
 
 def record(

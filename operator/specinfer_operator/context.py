@@ -56,8 +56,10 @@ class Context:
             return self._locks.setdefault((namespace, name), threading.Lock())
 
 
-def desired_of(cr: SpeculativeInference, defaults: RenderDefaults, requested_k: int | None = None) -> Desired:
-    """What `cr` asks for; `requested_k` is the spec's K when `cr` carries a tuned one (Auto)."""
+def desired_of(
+    cr: SpeculativeInference, defaults: RenderDefaults, requested_k: int | None = None, tuned: bool = False
+) -> Desired:
+    """What `cr` asks for; `requested_k` is the spec's K when `cr` carries a tuned one (`tuned`, Auto)."""
     engine = cr.spec.engine()
     name, namespace = cr.metadata.name, cr.metadata.namespace or "default"
     tuning = cr.spec.speculative.tuning
@@ -75,6 +77,7 @@ def desired_of(cr: SpeculativeInference, defaults: RenderDefaults, requested_k: 
         family=family_hash(cr, defaults),
         requested_k=engine.effective_k() if requested_k is None else requested_k,
         tuning=tuning.mode if tuning is not None else "Off",
+        tuned=tuned,
     )
 
 

@@ -25,11 +25,13 @@ MAX_ANNOTATION = 1024  # bytes: anything longer was not written by the operator
 
 @dataclass(frozen=True)
 class Effective:
-    """The resource to render and the K the spec asked for."""
+    """The resource to render, the K the spec asked for, and whether the annotation set K (even to the
+    spec's own value: a canary of it is then tuning's, reverted when slower, not the spec failing)."""
 
     resource: SpeculativeInference
     requested_k: int
     warning: str | None = None
+    tuned: bool = False
 
 
 def annotation(family: str, k: int) -> str:
@@ -70,8 +72,10 @@ def resolve(
     if tuning is None or tuning.mode != "Auto":
         return Effective(cr, requested)
     k, problem = _tuned_k(body, family(cr))
-    if k is None or k == requested:
+    if k is None:
         return Effective(cr, requested, problem)
+    if k == requested:
+        return Effective(cr, requested, tuned=True)
     top = tuning.max_k or requested
     if not tuning.min_k <= k <= top:
         return Effective(cr, requested, f"{ANNOTATION} sets K={k}, outside minK {tuning.min_k} to maxK {top}: ignored")
@@ -81,4 +85,4 @@ def resolve(
     if checked.value is None:
         why = "; ".join(str(p) for p in checked.errors)
         return Effective(cr, requested, f"{ANNOTATION} sets K={k}, which the spec does not allow ({why}): ignored")
-    return Effective(checked.value, requested)
+    return Effective(checked.value, requested, tuned=True)

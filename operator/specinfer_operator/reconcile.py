@@ -48,15 +48,22 @@ def capacity_problem(desired: Desired, node_selector: dict[str, str], nodes: lis
 def status_patch(previous: dict[str, Any], current: dict[str, Any]) -> dict[str, Any] | None:
     """A merge patch turning `previous` into `current` (None when equal: no write at steady state).
 
-    Keys that went away are set to null at every depth: a merge patch keeps whatever it does not name, so
-    `speculation.observed` of a replaced configuration would otherwise survive the new one."""
+    Only what changed is named, at every depth: `previous` may be a moment old (the body of the event
+    being handled), and naming an unchanged key would write that old value over a newer one another
+    writer made meanwhile (the telemetry loop's figures, tuning's decisions). Keys that went away are set
+    to null: a merge patch keeps whatever it does not name, so `speculation.observed` of a replaced
+    configuration would otherwise survive the new one."""
     if previous == current:
         return None
-    patch: dict[str, Any] = dict(current)
+    patch: dict[str, Any] = {}
     for key, value in current.items():
         before = previous.get(key)
         if isinstance(value, dict) and isinstance(before, dict):
-            patch[key] = status_patch(before, value) or value
+            nested = status_patch(before, value)
+            if nested is not None:
+                patch[key] = nested
+        elif value != before or key not in previous:
+            patch[key] = value
     for key in previous:
         if key not in current:
             patch[key] = None
@@ -74,7 +81,7 @@ def verdict_of(
         return Verdict(False, "InvalidSpec", message), None, None
     cr = chosen.resource
     warnings = [str(p) for p in report.warnings] + ([chosen.warning] if chosen.warning else [])
-    desired = desired_of(cr, defaults, chosen.requested_k)
+    desired = desired_of(cr, defaults, chosen.requested_k, chosen.tuned)
     problem = capacity_problem(desired, cr.spec.placement.node_selector or {}, nodes)
     if problem:
         return Verdict(False, "InsufficientNPUCapacity", problem, warnings), cr, None

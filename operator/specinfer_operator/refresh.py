@@ -85,7 +85,7 @@ def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> N
     if chosen is None:
         return
     cr = chosen.resource
-    desired = desired_of(cr, ctx.defaults, chosen.requested_k)
+    desired = desired_of(cr, ctx.defaults, chosen.requested_k, chosen.tuned)
     wanted = next(o for o in render(cr, ctx.defaults) if o["kind"] == "Deployment")
     arrangement, seen = strategy.arrange(ctx, body, cr, desired, wanted, observed)
     observed = seen or observed

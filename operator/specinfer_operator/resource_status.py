@@ -212,6 +212,11 @@ class TuningStatus(Section):
         "dropped when it changes.",
     )
     requested_num_speculative_tokens: int = Field(description="K as the spec says.")
+    tuned_num_speculative_tokens: int | None = Field(
+        default=None,
+        description="K as Auto applied it (annotation tuning.specinfer.io/effective), while it differs from the "
+        "spec's: on a canary until it serves, reverted if it measures slower.",
+    )
     effective_num_speculative_tokens: int = Field(description="K as rendered: the tuned K in Auto, else the spec's.")
     profiles: list[TuningProfile] | None = Field(default=None, max_length=16, description="One per K measured.")
     recommendation: TuningRecommendation | None = Field(default=None, description="The current advice.")

@@ -41,13 +41,9 @@ class Desired:
     selector: str
     config_map: str = ""  # the engine ConfigMap of this configuration
     family: str = ""  # the configuration but for K (children.family_hash)
-    requested_k: int = 0  # K as the spec says; num_speculative_tokens is K as rendered (tuned in Auto)
+    requested_k: int = 0  # K as the spec says; num_speculative_tokens is K as rendered
     tuning: str = "Off"  # spec.speculative.tuning.mode
-
-    @property
-    def tuned(self) -> bool:
-        """Whether K comes from Auto tuning rather than from the spec."""
-        return self.num_speculative_tokens != self.requested_k
+    tuned: bool = False  # K comes from Auto tuning (effective.py), not from the spec
 
 
 ROLLED_BACK = "RolledBack"
@@ -225,6 +221,7 @@ def compute(
     good = (previous.get("rollout") or {}).get("lastGood")
     replicas = desired.replicas
     # Auto tuning's K measured slower on its canary: the K before serves, as it should; nothing is degraded.
+    asked = desired  # what the spec (and Auto tuning) asks for, before the status turns to what serves
     reverted = rollback is not None and desired.tuned and rollback["reason"] == SLOWER
     if in_canary and canary is not None and good is not None:
         desired = replace(serving_last_good(desired, good), replicas=int(canary["stableReplicas"]))
@@ -249,8 +246,14 @@ def compute(
     status["endpoint"] = desired.endpoint
     status["configHash"] = desired.config_hash
     status["selector"] = desired.selector
+    tuned = asked.num_speculative_tokens if asked.tuned else None
     tuning = tuner.carry(
-        previous.get("tuning"), desired.tuning, desired.family, desired.requested_k, desired.num_speculative_tokens
+        previous.get("tuning"),
+        desired.tuning,
+        desired.family,
+        desired.requested_k,
+        desired.num_speculative_tokens,
+        tuned,
     )
     if tuning is not None:
         status["tuning"] = tuning

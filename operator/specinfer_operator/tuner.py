@@ -29,10 +29,11 @@ KEEP = "keep"
 
 
 def carry(
-    previous: dict[str, Any] | None, mode: str, family: str, requested: int, serving: int
+    previous: dict[str, Any] | None, mode: str, family: str, requested: int, serving: int, tuned: int | None = None
 ) -> dict[str, Any] | None:
-    """status.tuning as reconcile writes it: what the spec asks and what serves, with the evidence and the
-    advice kept while the family stays (a new family starts over); None with tuning off."""
+    """status.tuning as reconcile writes it: what the spec asks, what Auto applied (`tuned`) and what serves,
+    with the evidence and the advice kept while the family stays (a new family starts over); None with
+    tuning off."""
     if mode == "Off":
         return None
     kept = previous if previous is not None and previous.get("family") == family else {}
@@ -40,6 +41,7 @@ def carry(
         "mode": mode,
         "family": family,
         "requestedNumSpeculativeTokens": requested,
+        **({"tunedNumSpeculativeTokens": tuned} if tuned is not None else {}),
         "effectiveNumSpeculativeTokens": serving,
         **{k: kept[k] for k in ("profiles", "recommendation", "lastChange") if k in kept},
     }
@@ -145,24 +147,21 @@ def _profiles(
 
 
 def _resolve(
-    tuning: dict[str, Any], status: dict[str, Any], serving: int, requested: int, now: str
+    tuning: dict[str, Any], status: dict[str, Any], serving: int, now: str
 ) -> tuple[dict[str, Any] | None, list[tuple[str, str, str]], int | None]:
-    """How Auto's change under way ended, if it did: (lastChange, events, K to put back)."""
-    change = tuning.get("lastChange")
-    if change is None or change.get("result") != "Trying":
-        return None, [], None
+    """How an applied K ended, if it did: (lastChange, events, K to put back). A tuned K rolled back (slower,
+    or failing) is reverted whoever set it, Auto or a person pinning it; one serving everywhere is promoted."""
+    change = tuning.get("lastChange") or {}
     rollout = status.get("rollout") or {}
     if rollout.get("canary"):
         return None, [], None
-    back = rollout.get("rolledBack")
-    if back is not None and serving == change["fromK"]:
-        message = f"K={change['toK']} reverted to K={serving}: {back['reason']}: {back['message']}"
-        return (
-            {**change, "result": "Reverted", "message": message},
-            [("Normal", "TuningReverted", message)],
-            change["fromK"],
-        )
-    if serving == change["toK"]:
+    back, tuned = rollout.get("rolledBack"), tuning.get("tunedNumSpeculativeTokens")
+    if back is not None and tuned is not None and tuned != serving:
+        message = f"K={tuned} reverted to K={serving}: {back['reason']}: {back['message']}"
+        since = change.get("time", now) if change.get("result") == "Trying" and change.get("toK") == tuned else now
+        ended = {"fromK": serving, "toK": tuned, "result": "Reverted", "message": message, "time": since}
+        return ended, [("Normal", "TuningReverted", message)], serving
+    if change.get("result") == "Trying" and serving == change["toK"]:
         message = f"K={change['toK']} serves on every pod (was K={change['fromK']})"
         return {**change, "result": "Promoted", "message": message}, [("Normal", "TuningPromoted", message)], None
     return None, [], None
@@ -223,7 +222,7 @@ def update(
         tuning = {**tuning, "recommendation": after}
     apply = None
     if tuning["mode"] == "Auto":
-        ended, said, back = _resolve(tuning, status, serving, requested, now)
+        ended, said, back = _resolve(tuning, status, serving, now)
         if ended is not None:
             patch["lastChange"] = ended
             events += said

@@ -7,7 +7,9 @@ the tokens per step at K' <= K is 1 + the sum over p < K' of accepted(p) / decod
 read off one K: it is fitted across the K measured (a profile each), a + b K, and with batch terms when the
 profiles ran at different batch sizes, a + b K + c n + d n K (verifying K+1 tokens for each of n requests
 costs more as batches grow, vllm#26504). With one K measured there is nothing to fit: the answer is the K to
-measure next (Auto does it through a canary), never a guess of the cost.
+measure next (Auto does it through a canary), never a guess of the cost. A K measured at about the batch
+size in question is judged by what it measured, not by the fit: noise in one step time cannot make the
+model prefer a K that measured slower.
 
 Positions beyond the largest K measured are extrapolated geometrically from the last two (or, with one,
 from the first position's rate), and the recommendation goes at most EXTRAPOLATE positions beyond what
@@ -120,17 +122,22 @@ def _solve(rows: list[list[float]], values: list[float]) -> list[float] | None:
 
 
 def fit(profiles: list[Profile]) -> Cost | None:
-    """The step cost across the profiles, None while they measured fewer than two K."""
+    """The step cost across the profiles, None while they measured fewer than two K. A drafted token never
+    makes a step cheaper: a slope that noise made negative is taken as 0 and the rest fitted again."""
     if len({p.k for p in profiles}) < 2:
         return None
+    times = [p.step_seconds for p in profiles]
     batches = [p.batch for p in profiles]
     if len(profiles) >= 4 and max(batches) >= BATCH_SPREAD * min(batches):
-        rows = [[1.0, p.k, p.batch, p.batch * p.k] for p in profiles]
-        found = _solve(rows, [p.step_seconds for p in profiles])
-        if found is not None:
+        found = _solve([[1.0, p.k, p.batch, p.batch * p.k] for p in profiles], times)
+        if found is not None and min(found[1:]) >= 0:
             return Cost(*found)
-    found = _solve([[1.0, float(p.k)] for p in profiles], [p.step_seconds for p in profiles])
-    return None if found is None else Cost(found[0], found[1])
+    found = _solve([[1.0, float(p.k)] for p in profiles], times)
+    if found is None:
+        return None
+    if found[1] < 0:
+        return Cost(sum(times) / len(times), 0.0)
+    return Cost(found[0], found[1])
 
 
 @dataclass(frozen=True)
@@ -230,10 +237,14 @@ def recommend(
         return Recommendation(current_k, current_k, batch, speed, speed, explore=explore)
 
     def speed_of(k: int) -> float:
+        """What a K measured at about this batch size did; the model for the others."""
+        near = [p for p in profiles if p.k == k and max(p.batch, batch) < BATCH_SPREAD * min(p.batch, batch)]
+        if near:
+            return _pooled_speed(near)
         return _pooled_speed(off) if k == 0 else tokens_per_step(curve, k) / cost.seconds(k, batch)
 
     static = list(range(max(1, bounds.min_k), top + 1))
-    best = _best(curve, cost, batch, static)
+    best = max(static, key=lambda k: (speed_of(k), -k))
     if bounds.off and off and speed_of(0) > speed_of(best):
         best = 0
     batch_terms = bool(cost.per_request or cost.per_request_token)

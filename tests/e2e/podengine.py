@@ -15,11 +15,17 @@ import signal
 import subprocess
 import time
 import urllib.request
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.conftest import Cluster
+import pytest
+
+from tests.e2e.conftest import Cluster, wait_until
+from tests.e2e.test_operator import pods
+from tests.engine.conftest import SERVED_NAME
 
 START_TIMEOUT = 300.0  # seconds; a start takes ~45 s on 2 cores
 CONFIG_VOLUME = "engine-config"
@@ -127,3 +133,65 @@ class PodEngine:
         with urllib.request.urlopen(f"{self.url}/metrics", timeout=10) as response:
             body: bytes = response.read()
             return body
+
+
+class Fleet:
+    """An engine behind every live pod of the resource, and none behind a pod that is gone (its address may
+    be given to a new pod)."""
+
+    def __init__(
+        self, cluster: Cluster, namespace: str, env: dict[str, str], workdir: Path, name: str, prompts: Sequence[str]
+    ) -> None:
+        self.cluster, self.namespace, self.env, self.workdir = cluster, namespace, env, workdir
+        self.name, self.prompts = name, prompts
+        self.engines: dict[str, PodEngine] = {}
+
+    def live(self) -> list[dict[str, Any]]:
+        return [
+            p
+            for p in pods(self.cluster, self.namespace, self.name)
+            if p["status"].get("podIP") and not p["metadata"].get("deletionTimestamp")
+        ]
+
+    def serve(self, expected: dict[str, int]) -> None:
+        """Once the live pods run the `expected` configurations (hash: pods), stop the engines of gone pods and
+        start one for each new pod."""
+
+        def arrived() -> list[dict[str, Any]] | None:
+            found = self.live()
+            hashes = [p["metadata"]["annotations"]["specinfer.io/config-hash"] for p in found]
+            return found if {h: hashes.count(h) for h in hashes} == expected else None
+
+        live = wait_until(f"live pods {expected}", arrived, 120)
+        names = {p["metadata"]["name"] for p in live}
+        for gone in [n for n in self.engines if n not in names]:
+            self.engines.pop(gone).stop()
+        fresh = [
+            PodEngine(self.cluster, self.env, self.workdir, p)
+            for p in live
+            if p["metadata"]["name"] not in self.engines
+        ]
+        if fresh and not str(fresh[0].address).startswith("127."):
+            pytest.skip(
+                "this cluster's pod IPs are not local: no engine can stand behind its pods (hack/cluster's are)"
+            )
+        with ThreadPoolExecutor(len(fresh) or 1) as pool:
+            list(pool.map(PodEngine.start, fresh))
+        self.engines.update({e.pod["metadata"]["name"]: e for e in fresh})
+
+    def of(self, config_hash: str) -> list[PodEngine]:
+        return [
+            e
+            for e in self.engines.values()
+            if e.pod["metadata"]["annotations"]["specinfer.io/config-hash"] == config_hash
+        ]
+
+    def traffic(self, config_hash: str, rounds: int) -> None:
+        for engine in self.of(config_hash):
+            for _ in range(rounds):
+                for prompt in self.prompts:
+                    engine.complete(prompt, SERVED_NAME)
+
+    def stop(self) -> None:
+        for engine in self.engines.values():
+            engine.stop()

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.e2e.conftest import Cluster, Operator, wait_until
-from tests.e2e.podengine import PodEngine
+from tests.e2e.podengine import Fleet
 from tests.e2e.test_canary import deployments, phase
-from tests.e2e.test_operator import apply, condition, pods, resource, wait_ready, wait_resource
+from tests.e2e.test_operator import apply, condition, resource, wait_ready, wait_resource
 from tests.e2e.test_rollback import events
 from tests.engine.conftest import MAX_MODEL_LEN, SERVED_NAME
 from tests.engine.test_engine import PROMPTS, REPETITIVE
@@ -54,68 +53,9 @@ def weak_draft(models: TinyModels) -> dict[str, Any]:
     return {"method": "draft_model", "numSpeculativeTokens": 4, "draftModel": {"name": models.draft}}
 
 
-class Fleet:
-    """An engine behind every live pod of the resource, and none behind a pod that is gone (its address may
-    be given to a new pod)."""
-
-    def __init__(self, cluster: Cluster, namespace: str, env: dict[str, str], workdir: Path) -> None:
-        self.cluster, self.namespace, self.env, self.workdir = cluster, namespace, env, workdir
-        self.engines: dict[str, PodEngine] = {}
-
-    def live(self) -> list[dict[str, Any]]:
-        return [
-            p
-            for p in pods(self.cluster, self.namespace, NAME)
-            if p["status"].get("podIP") and not p["metadata"].get("deletionTimestamp")
-        ]
-
-    def serve(self, expected: dict[str, int]) -> None:
-        """Once the live pods run the `expected` configurations (hash: pods), stop the engines of gone pods and
-        start one for each new pod."""
-
-        def arrived() -> list[dict[str, Any]] | None:
-            found = self.live()
-            hashes = [p["metadata"]["annotations"]["specinfer.io/config-hash"] for p in found]
-            return found if {h: hashes.count(h) for h in hashes} == expected else None
-
-        live = wait_until(f"live pods {expected}", arrived, 120)
-        names = {p["metadata"]["name"] for p in live}
-        for gone in [n for n in self.engines if n not in names]:
-            self.engines.pop(gone).stop()
-        fresh = [
-            PodEngine(self.cluster, self.env, self.workdir, p)
-            for p in live
-            if p["metadata"]["name"] not in self.engines
-        ]
-        if fresh and not str(fresh[0].address).startswith("127."):
-            pytest.skip(
-                "this cluster's pod IPs are not local: no engine can stand behind its pods (hack/cluster's are)"
-            )
-        with ThreadPoolExecutor(len(fresh) or 1) as pool:
-            list(pool.map(PodEngine.start, fresh))
-        self.engines.update({e.pod["metadata"]["name"]: e for e in fresh})
-
-    def of(self, config_hash: str) -> list[PodEngine]:
-        return [
-            e
-            for e in self.engines.values()
-            if e.pod["metadata"]["annotations"]["specinfer.io/config-hash"] == config_hash
-        ]
-
-    def traffic(self, config_hash: str, rounds: int) -> None:
-        for engine in self.of(config_hash):
-            for _ in range(rounds):
-                for prompt in ROUND:
-                    engine.complete(prompt, SERVED_NAME)
-
-    def stop(self) -> None:
-        for engine in self.engines.values():
-            engine.stop()
-
-
 @pytest.fixture
 def fleet(cluster: Cluster, namespace: str, engine_env: dict[str, str], tmp_path: Path) -> Iterator[Fleet]:
-    started = Fleet(cluster, namespace, engine_env, tmp_path)
+    started = Fleet(cluster, namespace, engine_env, tmp_path, NAME, ROUND)
     yield started
     started.stop()
 

@@ -49,8 +49,11 @@ def test_auto_renders_the_annotated_k_and_the_spec_is_left_as_written() -> None:
     chosen = resolve(body(k=4, tuned=2))
     assert chosen.resource.spec.speculative.num_speculative_tokens == 2
     assert (chosen.requested_k, chosen.warning) == (4, None)
-    desired = desired_of(chosen.resource, RenderDefaults(), chosen.requested_k)
+    desired = desired_of(chosen.resource, RenderDefaults(), chosen.requested_k, chosen.tuned)
     assert (desired.num_speculative_tokens, desired.requested_k, desired.tuned) == (2, 4, True)
+    # Pinned to the spec's own K, it is still tuning's K: a slower canary of it is reverted, not a failure.
+    same = resolve(body(k=4, tuned=4))
+    assert (same.resource.spec.speculative.num_speculative_tokens, same.tuned) == (4, True)
     untuned = desired_of(resolve(body(k=4)).resource, RenderDefaults())
     assert desired.family == untuned.family  # K alone differs
     assert desired.config_hash != untuned.config_hash
@@ -88,8 +91,10 @@ def figures(k: int, accepted: tuple[int, ...], steps: int, seconds: float) -> Fi
     return Figures(1, 1, 300.0, counts)
 
 
-def status(serving: int = 4, requested: int = 4, mode: str = "Auto", **extra: Any) -> dict[str, Any]:
-    tuning = tuner.carry(None, mode, "fam", requested, serving)
+def status(
+    serving: int = 4, requested: int = 4, mode: str = "Auto", tuned: int | None = None, **extra: Any
+) -> dict[str, Any]:
+    tuning = tuner.carry(None, mode, "fam", requested, serving, tuned)
     return {
         "configHash": "h",
         "conditions": [{"type": "Ready", "status": "True", "reason": "Ready"}],
@@ -184,7 +189,7 @@ def test_a_change_under_way_ends_promoted_or_reverted() -> None:
     assert done.patch["tuning"]["lastChange"]["result"] == "Promoted"
     assert done.apply is None
     slower = {"configHash": "k2", "generation": 3, "reason": "SpeedBelowStable", "message": "canary 300 vs 350"}
-    reverted = status(serving=4, rollout={"rolledBack": slower})
+    reverted = status(serving=4, tuned=2, rollout={"rolledBack": slower})
     reverted["tuning"]["lastChange"] = trying
     back = tuner.update(reverted, AUTO, [], LATER, 256)
     assert back is not None
@@ -192,6 +197,16 @@ def test_a_change_under_way_ends_promoted_or_reverted() -> None:
     assert "SpeedBelowStable: canary 300 vs 350" in back.patch["tuning"]["lastChange"]["message"]
     assert back.apply == 4  # the K before is put back
     assert [e[1] for e in back.events] == ["TuningReverted"]
+
+
+def test_a_k_pinned_by_hand_and_rolled_back_is_reverted_too() -> None:
+    slower = {"configHash": "k8", "generation": 3, "reason": "SpeedBelowStable", "message": "canary 120 vs 180"}
+    pinned = status(serving=4, tuned=8, rollout={"rolledBack": slower})
+    back = tuner.update(pinned, AUTO, [], LATER, 256)
+    assert back is not None
+    assert back.apply == 4
+    change = back.patch["tuning"]["lastChange"]
+    assert (change["fromK"], change["toK"], change["result"]) == (4, 8, "Reverted")
 
 
 def test_a_reverted_k_is_not_tried_again_soon() -> None:
@@ -242,6 +257,7 @@ def test_a_canary_that_changes_k_alone_is_judged_on_speed() -> None:
     faster = canary.judge(record, speed_figures("k4", 3.0, 6.0), 1, True, settings, 1.5, None)  # 500
     assert (faster.action, faster.reason) == ("promote", "Promoted")
     assert "600 tokens/s per request" in faster.message
+    assert faster.message.endswith(": +20%")
     slower = canary.judge(record, speed_figures("k4", 3.0, 4.5), 1, True, settings, 1.5, None)  # 667
     assert (slower.action, slower.reason) == ("rollback", "SpeedBelowStable")
     other = {**record, "stableFamily": "other"}  # another change: acceptance decides
@@ -253,7 +269,7 @@ def test_a_canary_that_changes_k_alone_is_judged_on_speed() -> None:
 def test_a_tuned_k_measured_slower_leaves_the_resource_ready() -> None:
     obj = body(k=4, tuned=2)
     chosen = resolve(obj)
-    desired = desired_of(chosen.resource, RenderDefaults(), chosen.requested_k)
+    desired = desired_of(chosen.resource, RenderDefaults(), chosen.requested_k, chosen.tuned)
     good = desired_of(resolve(body(k=4)).resource, RenderDefaults())
     previous = compute(3, Verdict(True), good, Observed(deployment(good.config_hash), []), {}, NOW)
     rollback = {"configHash": desired.config_hash, "generation": 3, "reason": "SpeedBelowStable", "message": "slower"}
@@ -265,6 +281,6 @@ def test_a_tuned_k_measured_slower_leaves_the_resource_ready() -> None:
     assert after["tuning"]["effectiveNumSpeculativeTokens"] == 4
     assert after["tuning"]["requestedNumSpeculativeTokens"] == 4
     # The same verdict on a K written in the spec is a rollback like any other.
-    manual = replace(desired, requested_k=2)
+    manual = replace(desired, requested_k=2, tuned=False)
     degraded = compute(3, Verdict(True), manual, Observed(deployment(good.config_hash), []), previous, LATER, rollback)
     assert {c["type"]: c for c in degraded["conditions"]}["Degraded"]["status"] == "True"

