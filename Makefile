@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup run test lint typecheck unit package e2e engine crd vllm-flags bench bench-operator bench-telemetry clean
+.PHONY: setup run test lint typecheck unit package e2e engine crd vllm-flags bench bench-operator bench-telemetry bench-tuning clean
 
 setup: $(STAMP)
 
@@ -74,6 +74,10 @@ bench-operator: setup
 ## bench-telemetry: the scrape loop's cost with 500 resources of 2 pods each (CPU, RSS, status writes/min)
 bench-telemetry: setup
 	$(BIN)/python -m bench.telemetry
+
+## bench-tuning: tokens/s at every K and without speculation on a real engine, against the recommended K
+bench-tuning: setup
+	venv="$$(hack/engine-venv)" && SPECINFER_ENGINE_VENV="$$venv" $(BIN)/python -m bench.tuning
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

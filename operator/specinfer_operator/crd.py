@@ -25,6 +25,8 @@ PRINTER_COLUMNS = [
     # Mean acceptance length (tokens per verification step) is what predicts the speed-up; the acceptance
     # rate alone does not, since it ignores K. Both cover the last window, from the pods that answered.
     {"name": "Accept-Len", "type": "number", "jsonPath": ".status.speculation.observed.meanAcceptanceLength"},
+    # With spec.speculative.tuning: the advice (`K=2 +18%`, `measure K=2`, `keep K=4`); the K column is what serves.
+    {"name": "Tuning", "type": "string", "jsonPath": ".status.tuning.recommendation.summary"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     {"name": "Accept", "type": "number", "jsonPath": ".status.speculation.observed.acceptanceRate", "priority": 1},
     {"name": "Measured", "type": "integer", "jsonPath": ".status.speculation.observed.podsMeasured", "priority": 1},

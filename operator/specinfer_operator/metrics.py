@@ -26,6 +26,11 @@ ROLLBACKS = Counter(
     "specinfer_rollbacks", "Failed configurations rolled back to the last good one, by reason.", ["reason"]
 )
 CANARIES = Counter("specinfer_canaries", "Canaries judged, by result (promoted, rolled_back).", ["result"])
+TUNING_CHANGES = Counter(
+    "specinfer_tuning_changes",
+    "K applied by Auto tuning and how it ended, by result (trying, promoted, reverted).",
+    ["result"],
+)
 SCRAPES = Counter("specinfer_scrapes", "Scrapes of engine pods' /metrics, by result (ok, error).", ["result"])
 SCRAPE_SECONDS = Histogram(
     "specinfer_scrape_duration_seconds",
@@ -93,6 +98,16 @@ class AcceptanceByResource(Collector):
             "specinfer_pods_measured", "Pods of the current configuration that answered the last scrape.", labels=labels
         )
         low = GaugeMetricFamily("specinfer_low_acceptance", "1 while LowAcceptance is True.", labels=labels)
+        step = GaugeMetricFamily(
+            "specinfer_step_seconds",
+            "Mean decode step time over the telemetry window (inter-token latency).",
+            labels=labels,
+        )
+        per_step = GaugeMetricFamily(
+            "specinfer_tokens_per_step",
+            "Tokens a request gets per decode step over the telemetry window.",
+            labels=labels,
+        )
         for (namespace, name), (observed, is_low) in sorted(_ACCEPTANCE.items()):
             key = [namespace, name]
             if "acceptanceRate" in observed:
@@ -104,7 +119,11 @@ class AcceptanceByResource(Collector):
             drafts.add_metric(key, observed["drafts"])
             measured.add_metric(key, observed["podsMeasured"])
             low.add_metric(key, 1 if is_low else 0)
-        yield from (rate, length, position, drafts, measured, low)
+            if "stepMilliseconds" in observed:
+                step.add_metric(key, observed["stepMilliseconds"] / 1000)
+            if "tokensPerStep" in observed:
+                per_step.add_metric(key, observed["tokensPerStep"])
+        yield from (rate, length, position, drafts, measured, low, step, per_step)
 
 
 REGISTRY.register(ResourcesByCondition())

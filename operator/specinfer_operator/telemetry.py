@@ -322,6 +322,9 @@ class Telemetry:
                 self.kube.patch_metadata(namespace, name, {"annotations": {effective.ANNOTATION: value}})
             self.kube.patch_status(namespace, name, change.patch)
             metrics.STATUS_WRITES.labels(writer="tuning").inc()
+            result = (change.patch["tuning"].get("lastChange") or {}).get("result")
+            if result is not None:
+                metrics.TUNING_CHANGES.labels(result=result.lower()).inc()
         for kind, reason, message in change.events:
             self.kube.event(body, kind, reason, message, now)
 

@@ -102,12 +102,13 @@ def advice(found: Recommendation | None, settings: TuningSettings, now: str) -> 
         }
     gain = round(100 * found.gain, 1)
     move = found.k != found.current_k and gain >= settings.min_gain_percent
+    message = found.describe()
+    if found.k != found.current_k and not move:
+        message = f"keep K={found.current_k}, under minGainPercent {settings.min_gain_percent}: {message}"
     out: dict[str, Any] = {
         "numSpeculativeTokens": found.k if move else found.current_k,
         "expectedGainPercent": gain if move else 0.0,
-        "message": found.describe()
-        if move
-        else f"keep K={found.current_k}: {found.describe()}, under minGainPercent {settings.min_gain_percent}",
+        "message": message,
         "summary": f"K={found.k} {gain:+.0f}%" if move else f"{KEEP} K={found.current_k}",
         "time": now,
     }

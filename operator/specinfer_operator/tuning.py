@@ -177,15 +177,23 @@ class Recommendation:
                 "(a step's time cannot be split between drafting and verifying from one K)"
             )
         what = "speculation off" if self.k == 0 else f"K={self.k}"
-        if self.schedule:
-            what = "the schedule " + ", ".join(f"{a}-{b}: K={k}" for a, b, k in self.schedule)
         current = "speculation off" if self.current_k == 0 else f"K={self.current_k}"
-        return (
-            f"{what}: {self.speed:.0f} tokens/s per request expected at batch {self.batch:.1f} against "
-            f"{self.current_speed:.0f} with {current} ({self.gain:+.0%})"
-            + (" (beyond the positions measured: extrapolated)" if self.extrapolated else "")
-            + ("; speculation off was not measured: compare with an engine without it" if self.off_unmeasured else "")
-        )
+        if self.k == self.current_k:
+            said = (
+                f"keep {current}: no other K is expected to serve more ({self.speed:.0f} tokens/s per request "
+                f"at batch {self.batch:.1f})"
+            )
+        else:
+            said = (
+                f"{what}: {self.speed:.0f} tokens/s per request expected at batch {self.batch:.1f} against "
+                f"{self.current_speed:.0f} with {current} ({self.gain:+.0%})"
+                + (" (beyond the positions measured: extrapolated)" if self.extrapolated else "")
+            )
+        if self.schedule:
+            said += "; by batch size: " + ", ".join(f"{a}-{b}: K={k}" for a, b, k in self.schedule)
+        if self.off_unmeasured:
+            said += "; speculation off was not measured: compare with an engine without it"
+        return said
 
 
 def _best(curve: list[float], cost: Cost, batch: float, candidates: list[int]) -> int:

@@ -123,7 +123,7 @@ def test_names_columns_and_subresources() -> None:
     version = spec["versions"][0]
     columns = version["additionalPrinterColumns"]
     assert [c["name"] for c in columns if c.get("priority", 0) == 0] == [
-        "Method", "K", "Ready", "Status", "Accept-Len", "Age",
+        "Method", "K", "Ready", "Status", "Accept-Len", "Tuning", "Age",
     ]  # fmt: skip
     assert [c["name"] for c in columns if c.get("priority", 0) == 1] == ["Accept", "Measured"]
     schema = version["schema"]["openAPIV3Schema"]
