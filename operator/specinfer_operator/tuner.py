@@ -12,6 +12,7 @@ through effective.py's annotation, and the canary that follows decides: promoted
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -129,21 +130,30 @@ class Update:
     family: str = ""
 
 
+def _band(batch: float) -> int:
+    """Profiles are kept per K and per power-of-two band of batch size: a day of varying load leaves the
+    fit what it needs to tell how the cost grows with the batch (and so a schedule)."""
+    return max(0, int(math.log2(max(batch, 1.0))))
+
+
 def _profiles(
     tuning: dict[str, Any], figures: list[tuple[int, Figures]], need: int, now: str
 ) -> tuple[list[dict[str, Any]], bool]:
-    """The profiles with these figures (K, windowed figures) in, and whether any changed."""
-    by_k = {int(p["numSpeculativeTokens"]): p for p in tuning.get("profiles") or []}
+    """The profiles with these figures (K, windowed figures) in, and whether any changed; the oldest go
+    beyond MAX_PROFILES."""
+    kept = {(int(p["numSpeculativeTokens"]), _band(float(p["decodeBatch"]))): p for p in tuning.get("profiles") or []}
     changed = False
     for k, measured in figures:
         found = Profile.of(measured.counts, k) if measured.counts.draft_tokens >= need else None
         if found is None or len(measured.counts.per_position) != k:
             continue
         item = entry(found, now)
-        if _moved(by_k.get(k), item):
-            by_k[k] = item
+        key = (k, _band(found.batch))
+        if _moved(kept.get(key), item):
+            kept[key] = item
             changed = True
-    ordered = [by_k[k] for k in sorted(by_k)][:MAX_PROFILES]
+    newest = sorted(kept.values(), key=lambda p: str(p["measuredTime"]), reverse=True)[:MAX_PROFILES]
+    ordered = sorted(newest, key=lambda p: (int(p["numSpeculativeTokens"]), float(p["decodeBatch"])))
     return ordered, changed
 
 

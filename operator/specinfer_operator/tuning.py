@@ -130,8 +130,8 @@ def fit(profiles: list[Profile]) -> Cost | None:
     batches = [p.batch for p in profiles]
     if len(profiles) >= 4 and max(batches) >= BATCH_SPREAD * min(batches):
         found = _solve([[1.0, p.k, p.batch, p.batch * p.k] for p in profiles], times)
-        if found is not None and min(found[1:]) >= 0:
-            return Cost(*found)
+        if found is not None and min(found[1:]) > -1e-9:  # rounding, not a cost that falls
+            return Cost(found[0], *(max(0.0, x) for x in found[1:]))
     found = _solve([[1.0, float(p.k)] for p in profiles], times)
     if found is None:
         return None

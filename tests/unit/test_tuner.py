@@ -85,9 +85,9 @@ def test_a_tuned_k_the_spec_does_not_allow_is_ignored_with_the_reason() -> None:
     assert "not multiples: [6]" in chosen.warning
 
 
-def figures(k: int, accepted: tuple[int, ...], steps: int, seconds: float) -> Figures:
+def figures(k: int, accepted: tuple[int, ...], steps: int, seconds: float, batch: float = 1.0) -> Figures:
     generated = steps + sum(accepted) + 10
-    counts = Counts(steps, steps * k, sum(accepted), accepted, Steps(steps, seconds, generated, 10, steps))
+    counts = Counts(steps, steps * k, sum(accepted), accepted, Steps(steps, seconds, generated, 10, int(steps / batch)))
     return Figures(1, 1, 300.0, counts)
 
 
@@ -284,3 +284,27 @@ def test_a_tuned_k_measured_slower_leaves_the_resource_ready() -> None:
     manual = replace(desired, requested_k=2, tuned=False)
     degraded = compute(3, Verdict(True), manual, Observed(deployment(good.config_hash), []), previous, LATER, rollback)
     assert {c["type"]: c for c in degraded["conditions"]}["Degraded"]["status"] == "True"
+
+
+def test_profiles_at_different_batch_sizes_are_kept_apart_and_give_a_schedule() -> None:
+    # Per request: at batch 1 a draft token costs 0.2 ms; at batch 16 verification grows with the batch
+    # (0.3 ms more per request and draft token), so K=4 pays at batch 1 and K=1 at batch 16.
+    def seconds(k: int, batch: float) -> float:
+        return (4.0 + 0.2 * k + 0.3 * batch * k / 4) / 1000
+
+    accepted = (800, 600, 400, 200)
+    current = status()
+    recommend_only = TuningSettings(mode="Recommend", min_draft_tokens=100, min_gain_percent=0)
+    for batch in (1.0, 16.0):
+        for k in (4, 2):
+            measured = figures(k, accepted[:k], 1600, 1600 * seconds(k, batch), batch)
+            change = tuner.update(current, recommend_only, [(k, measured)], NOW, 64)
+            assert change is not None
+            current = apply(current, change)
+    kept = [(p["numSpeculativeTokens"], p["decodeBatch"]) for p in current["tuning"]["profiles"]]
+    assert kept == [(2, 1.0), (2, 16.0), (4, 1.0), (4, 16.0)]
+    schedule = current["tuning"]["recommendation"]["numSpeculativeTokensPerBatchSize"]
+    assert schedule[0]["minBatchSize"] == 1
+    assert schedule[-1]["maxBatchSize"] == 64
+    ks = [r["numSpeculativeTokens"] for r in schedule]
+    assert ks[0] > ks[-1]
