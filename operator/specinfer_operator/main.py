@@ -18,13 +18,14 @@ from prometheus_client import start_http_server
 
 from specinfer_operator import handlers  # registers the handlers
 from specinfer_operator.children import RenderDefaults
-from specinfer_operator.context import Context, EventSink, utc_now
+from specinfer_operator.context import Context, EventSink
 from specinfer_operator.debounce import Debounce
 from specinfer_operator.kube import Kube
 from specinfer_operator.leader import Elector
 from specinfer_operator.refresh import refresh
 from specinfer_operator.settings import Settings, parse
 from specinfer_operator.telemetry import Telemetry
+from specinfer_operator.timestamps import utc_now
 
 log = logging.getLogger("specinfer_operator")
 REFRESH_DELAY = 0.1  # seconds a status refresh waits for the rest of its burst of child events

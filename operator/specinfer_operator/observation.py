@@ -8,17 +8,16 @@ the pods measured changed, LowAcceptance changed, or the last write is older tha
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from specinfer_operator.resource import TelemetrySettings
 from specinfer_operator.status import MEASURED_CONDITION as LOW_ACCEPTANCE
 from specinfer_operator.status import condition
+from specinfer_operator.timestamps import age
 from specinfer_operator.window import Figures
 
 RATE_TOLERANCE = 0.01  # acceptance rate and per-position rates, absolute
 LENGTH_TOLERANCE = 0.02  # mean acceptance length, tokens per step
-TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
 @dataclass(frozen=True)
@@ -108,13 +107,6 @@ def _nearer(before: dict[str, Any] | None, after: dict[str, Any], need: int | No
     return tenths(int((before or {}).get("draftTokens", 0))) != tenths(int(after["draftTokens"]))
 
 
-def _age(then: str | None, now: str) -> float:
-    try:
-        return (datetime.strptime(now, TIME_FORMAT) - datetime.strptime(then or "", TIME_FORMAT)).total_seconds()
-    except ValueError:
-        return float("inf")
-
-
 def update(
     status: dict[str, Any],
     figures: Figures,
@@ -139,7 +131,7 @@ def update(
     judged = new is not None and new is not old
     turned = judged and (old or {}).get("reason") != (new or {}).get("reason")
     # Refreshing says "still measured, still these figures"; with no pod answering there is nothing to say.
-    stale = before is not None and after["podsMeasured"] > 0 and _age(before.get("measuredTime"), now) >= refresh
+    stale = before is not None and after["podsMeasured"] > 0 and age(before.get("measuredTime"), now) >= refresh
     if (
         before is not None
         and not turned
@@ -174,7 +166,7 @@ def canary_update(
     before = written if written.get("configHash") == config_hash else None
     after = observed(figures, config_hash, now)
 
-    stale = before is not None and after["podsMeasured"] > 0 and _age(before.get("measuredTime"), now) >= refresh
+    stale = before is not None and after["podsMeasured"] > 0 and age(before.get("measuredTime"), now) >= refresh
     if before is not None and not _nearer(before, after, need) and not stale and not moved(before, after):
         return None
     return {"rollout": {"canary": {"observed": {**dict.fromkeys(written), **after}}}}

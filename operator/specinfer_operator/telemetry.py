@@ -14,12 +14,11 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
 
-from specinfer_operator import effective, metrics, observation, tuner
+from specinfer_operator import effective, metrics, observation, timestamps, tuner
 from specinfer_operator.children import CONFIG_HASH_ANNOTATION
 from specinfer_operator.kube import Kube
 from specinfer_operator.resource import CanarySettings, TelemetrySettings
@@ -73,7 +72,7 @@ def _started(pod: dict[str, Any]) -> float | None:
     for container in pod.get("status", {}).get("containerStatuses") or []:
         stamp = str(((container.get("state") or {}).get("running") or {}).get("startedAt"))
         with contextlib.suppress(ValueError):
-            starts.append(datetime.strptime(stamp, observation.TIME_FORMAT).replace(tzinfo=UTC).timestamp())
+            starts.append(timestamps.parse(stamp).timestamp())
     return max(starts, default=None)
 
 

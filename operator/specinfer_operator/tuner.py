@@ -1,8 +1,8 @@
 """spec.speculative.tuning at work (pure): status.tuning, its profiles and recommendation, and Auto's moves.
 
 The telemetry loop hands over the windowed figures of the serving pods and of a canary; a figure set with
-enough draft tokens becomes the profile of its K (one per K, replaced as it is measured again) as long
-as it belongs to the serving configuration's family (the configuration but for K). The recommendation is
+enough draft tokens becomes the profile of its K and batch-size band (replaced as it is measured again)
+as long as it belongs to the serving configuration's family (the configuration but for K). The recommendation is
 tuning.recommend's over those profiles, written when it changes materially, with an event. In Auto, once
 the resource is Ready with no canary or rollback under way and minIntervalSeconds have passed since the
 last change, the K to measure next or the recommended K (when it promises minGainPercent) is applied
@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
+from specinfer_operator.timestamps import age
 from specinfer_operator.tuning import Bounds, Profile, Recommendation, recommend
 from specinfer_operator.window import Figures
 from specinfer_runtime.speculative import TuningSettings
 
-TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 STEP_TOLERANCE = 0.02  # relative: a profile whose step time moved less is not rewritten
 ACCEPT_TOLERANCE = 0.01  # accepted drafts per step
 MAX_PROFILES = 16
@@ -46,13 +45,6 @@ def carry(
         "effectiveNumSpeculativeTokens": serving,
         **{k: kept[k] for k in ("profiles", "recommendation", "lastChange") if k in kept},
     }
-
-
-def _age(then: str | None, now: str) -> float:
-    try:
-        return (datetime.strptime(now, TIME_FORMAT) - datetime.strptime(then or "", TIME_FORMAT)).total_seconds()
-    except ValueError:
-        return float("inf")
 
 
 def entry(profile: Profile, now: str) -> dict[str, Any]:
@@ -192,13 +184,13 @@ def _move(
         return None
     change = tuning.get("lastChange")
     if change is not None:
-        age = _age(change.get("time"), now)
-        if change.get("result") == "Trying" or age < settings.min_interval_seconds:
+        since = age(change.get("time"), now)
+        if change.get("result") == "Trying" or since < settings.min_interval_seconds:
             return None
         if (
             change.get("result") == "Reverted"
             and change.get("toK") == target
-            and age < RETRY_AFTER * settings.min_interval_seconds
+            and since < RETRY_AFTER * settings.min_interval_seconds
         ):
             return None
     return int(target)

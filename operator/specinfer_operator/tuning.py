@@ -18,11 +18,13 @@ was measured, so each step up is measured before the next.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from specinfer_operator.window import Counts
 
 EXTRAPOLATE = 2  # positions beyond the largest K measured that a recommendation may reach
+NEIGHBOUR = 0.10  # a K next to the best, predicted this close to it, is measured before it is ruled out
 # Profiles whose batches differ by this factor tell the cost's batch terms apart.
 BATCH_SPREAD = 1.5
 MAX_SCHEDULE_BATCH = 256  # batch sizes a schedule is computed for, when maxNumSeqs does not say
@@ -123,7 +125,7 @@ def _solve(rows: list[list[float]], values: list[float]) -> list[float] | None:
 
 def fit(profiles: list[Profile]) -> Cost | None:
     """The step cost across the profiles, None while they measured fewer than two K. A drafted token never
-    makes a step cheaper: a slope that noise made negative is taken as 0 and the rest fitted again."""
+    makes a step cheaper: a slope that noise made negative is taken as 0 (the step time, their mean)."""
     if len({p.k for p in profiles}) < 2:
         return None
     times = [p.step_seconds for p in profiles]
@@ -164,6 +166,7 @@ class Recommendation:
     explore: int | None = None
     extrapolated: bool = False  # `k` lies beyond the positions measured
     off_unmeasured: bool = False  # speculation off is a candidate, but no engine without it was measured
+    fitted: bool = True  # False with one K measured: no cost to predict from yet
 
     @property
     def gain(self) -> float:
@@ -171,10 +174,15 @@ class Recommendation:
         return self.speed / self.current_speed - 1 if self.current_speed > 0 else 0.0
 
     def describe(self) -> str:
-        if self.explore is not None:
+        if not self.fitted:
             return (
                 f"one K measured ({self.current_k}); measure K={self.explore} to learn what a draft token costs "
                 "(a step's time cannot be split between drafting and verifying from one K)"
+            )
+        if self.explore is not None:
+            return (
+                f"K={self.k} is the best measured ({self.speed:.0f} tokens/s per request at batch {self.batch:.1f}); "
+                f"measure K={self.explore} beside it, predicted within {NEIGHBOUR:.0%}"
             )
         what = "speculation off" if self.k == 0 else f"K={self.k}"
         current = "speculation off" if self.current_k == 0 else f"K={self.current_k}"
@@ -210,6 +218,21 @@ def _explore(current_k: int, bounds: Bounds) -> int | None:
     return None
 
 
+def _neighbour(
+    best: int, candidates: list[int], speed_of: Callable[[int], float], measured: Callable[[int], bool]
+) -> int | None:
+    """Near the best the fit cannot tell K apart: an unmeasured neighbour of the best K (measured, and
+    serving) predicted within NEIGHBOUR of it is measured too (each once, so the search ends)."""
+    if not measured(best):
+        return None
+    close = [
+        k
+        for k in (best - 1, best + 1)
+        if k in candidates and not measured(k) and speed_of(k) >= (1 - NEIGHBOUR) * speed_of(best)
+    ]
+    return max(close, key=speed_of, default=None)
+
+
 def _pooled_speed(profiles: list[Profile]) -> float:
     """Tokens per second per request over these profiles together (their steps weigh)."""
     tokens = sum(p.tokens_per_step * p.steps for p in profiles)
@@ -242,7 +265,7 @@ def recommend(
         if explore is None:
             return None
         speed = _pooled_speed(current)
-        return Recommendation(current_k, current_k, batch, speed, speed, explore=explore)
+        return Recommendation(current_k, current_k, batch, speed, speed, explore=explore, fitted=False)
 
     def speed_of(k: int) -> float:
         """What a K measured at about this batch size did; the model for the others."""
@@ -255,6 +278,9 @@ def recommend(
     best = max(static, key=lambda k: (speed_of(k), -k))
     if bounds.off and off and speed_of(0) > speed_of(best):
         best = 0
+    # Settled on a measured K: its unmeasured neighbours that may be as good are measured next.
+    settled = best == current_k and best > 0
+    explore = _neighbour(best, static, speed_of, lambda k: any(p.k == k for p in drafting)) if settled else None
     batch_terms = bool(cost.per_request or cost.per_request_token)
     in_schedule = ([0] if bounds.off else []) + static
     return Recommendation(
@@ -264,6 +290,7 @@ def recommend(
         speed=speed_of(best),
         current_speed=speed_of(current_k),
         schedule=_schedule(curve, cost, in_schedule, bounds.max_batch) if batch_terms and best else (),
+        explore=explore,
         extrapolated=best > measured_k,
         off_unmeasured=bounds.off and not off,
     )

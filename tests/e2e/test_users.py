@@ -19,8 +19,10 @@ def test_kubectl_get_prints_the_columns(cluster: Cluster, namespace: str) -> Non
     cluster.kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "ngram.yaml"), "-f", str(EXAMPLES / "eagle3.yaml"))
     out = cluster.kubectl("get", "specinference", "-n", namespace).stdout
     header, *rows = out.splitlines()
-    assert header.split() == ["NAME", "METHOD", "K", "READY", "STATUS", "ACCEPT-LEN", "AGE"]
+    assert header.split() == ["NAME", "METHOD", "K", "READY", "STATUS", "ACCEPT-LEN", "TUNING", "AGE"]
     assert sorted(row.split()[:2] for row in rows) == [["llama3-eagle3", "eagle3"], ["llama3-ngram", "ngram"]]
+    tuning = header.index("TUNING")
+    assert {row[tuning : header.index("AGE")].strip() for row in rows} == {""}  # no tuning configured: no advice
     wide = cluster.kubectl("get", "specinf", "-n", namespace, "-o", "wide").stdout
     assert wide.splitlines()[0].split()[-2:] == ["ACCEPT", "MEASURED"]
 

@@ -98,6 +98,7 @@ class Size:
     intermediate: int = 256
     heads: int = 2  # head_dim = hidden / heads; vLLM's CPU attention refuses 16, takes 64
     tail_scale: float = TAIL_SCALE  # scale of what the layers after the first write into the residual
+    draft_layers: int = 1  # the draft is the target's first layers; all of them: a copy, accepted always
 
 
 def _config(size: Size, layers: int, bos: int, eos: int) -> object:
@@ -150,15 +151,16 @@ def build(hf_home: Path, size: Size = Size(), target: str = TARGET, draft: str =
     bos, eos = tokenizer.convert_tokens_to_ids([BOS, EOS])  # type: ignore[attr-defined]
     torch.manual_seed(SEED)
     big = LlamaForCausalLM(_config(size, size.layers, bos, eos)).eval()
-    small = LlamaForCausalLM(_config(size, 1, bos, eos)).eval()
+    small = LlamaForCausalLM(_config(size, size.draft_layers, bos, eos)).eval()
     with torch.no_grad():  # the later layers write less into the residual stream, so the draft often agrees
         for layer in big.model.layers[1:]:
             layer.self_attn.o_proj.weight.mul_(size.tail_scale)
             layer.mlp.down_proj.weight.mul_(size.tail_scale)
-    # The draft is the target's first layer under the target's embeddings, final norm and LM head.
+    # The draft is the target's first layers under the target's embeddings, final norm and LM head.
     missing, unexpected = small.load_state_dict(big.state_dict(), strict=False)
     assert not missing, missing
-    assert all(not key.startswith("model.layers.0.") for key in unexpected), unexpected
+    kept = tuple(f"model.layers.{i}." for i in range(size.draft_layers))
+    assert not any(key.startswith(kept) for key in unexpected), unexpected
 
     dirs = []
     staging_root = hf_home / "staging"

@@ -158,3 +158,21 @@ def test_a_k_measured_at_this_batch_is_judged_by_what_it_measured() -> None:
     assert found.k == 3
     assert found.speed == pytest.approx(1.75 / 0.0046)
     assert found.current_speed == pytest.approx(1.93 / 0.0080)
+
+
+def test_a_neighbour_of_the_settled_k_predicted_as_good_is_measured_once() -> None:
+    # The deep-target profile of the benchmark: a draft token costs ~7 ms on a ~34 ms step.
+    curve = (0.62, 0.43, 0.26, 0.14)
+    one, two = Profile(1, 300, 0.0336, curve[:1], 1.0), Profile(2, 300, 0.0410, curve[:2], 1.0)
+    found = recommend([one, two], 2, Bounds(max_k=8, off=False))
+    assert found is not None
+    assert (found.k, found.explore) == (2, 3)  # K=3 predicted within 10 % of K=2: measure it
+    assert "measure K=3 beside it" in found.describe()
+    slower = Profile(3, 300, 0.0500, curve[:3], 1.0)
+    settled = recommend([one, two, slower], 2, Bounds(max_k=8, off=False))
+    assert settled is not None
+    assert (settled.k, settled.explore) == (2, None)
+    faster = Profile(3, 300, 0.0390, curve[:3], 1.0)
+    moved = recommend([one, two, faster], 2, Bounds(max_k=8, off=False))
+    assert moved is not None
+    assert (moved.k, moved.explore) == (3, None)  # measured faster: move there, and look around it later
