@@ -49,7 +49,7 @@ else
 	hack/cluster up --nodes 2 --npus 8; up=$$?; \
 	wait $$build || { echo "hack/engine-venv failed" >&2; [ $$was_up = 1 ] || hack/cluster down; exit 1; }; \
 	venv="$$(cat "$$path")"; rm -f "$$path"; \
-	[ $$up = 0 ] && SPECINFER_ENGINE_VENV="$$venv" $(BIN)/pytest tests/e2e; status=$$?; \
+	[ $$up = 0 ] && SPECINFER_ENGINE_VENV="$$venv" $(BIN)/pytest --durations=12 tests/e2e; status=$$?; \
 	[ $$was_up = 1 ] || hack/cluster down; exit $$status
 endif
 
@@ -57,7 +57,7 @@ endif
 ## draft_model give the same greedy output as no speculation, and real spec-decode metrics; the engine venv
 ## (several GB) is built once by hack/engine-venv outside the repository
 engine: setup
-	venv="$$(hack/engine-venv)" && SPECINFER_ENGINE_VENV="$$venv" $(BIN)/pytest tests/engine
+	venv="$$(hack/engine-venv)" && SPECINFER_ENGINE_VENV="$$venv" $(BIN)/pytest --durations=8 tests/engine
 
 ## crd: regenerate the CRD from the API models, in crds/ and in the Helm chart
 crd: setup

@@ -26,7 +26,7 @@ from specinfer_runtime.sources import (
     PersistentVolumeClaimSource,
     SecretKeyReference,
 )
-from specinfer_runtime.speculative import SCHEDULE_FIELD
+from specinfer_runtime.tokens import SCHEDULE_FIELD
 
 DEFAULT_RUNTIME_IMAGE = "ghcr.io/specinfer/specinfer-runtime:0.1.0"
 DEFAULT_NPU_RESOURCE = "huawei.com/Ascend910"

@@ -27,7 +27,8 @@ from specinfer_operator.status import CANARY, MEASURED_CONDITION
 from specinfer_operator.tuning import MAX_SCHEDULE_BATCH
 from specinfer_operator.window import Counts, Figures, History, Sample, aggregate
 from specinfer_runtime.engine import ENGINE_PORT
-from specinfer_runtime.speculative import SCHEDULE_FIELD, TuningSettings
+from specinfer_runtime.tokens import SCHEDULE_FIELD
+from specinfer_runtime.tuning_settings import TuningSettings
 
 log = logging.getLogger(__name__)
 

@@ -139,6 +139,10 @@ def _advice(found: Recommendation | None) -> dict[str, Any] | None:
     return out
 
 
+def _figure(value: float | None, places: int) -> str:
+    return "-" if value is None else f"{value:.{places}f}"
+
+
 def _text(rows: list[dict[str, Any]], advice: dict[str, Any] | None, why: str, out: TextIO) -> None:
     print("K   sources  decode steps  step ms  tokens/step  batch  acceptance by position", file=out)
     for row in rows:
@@ -146,9 +150,9 @@ def _text(rows: list[dict[str, Any]], advice: dict[str, Any] | None, why: str, o
             f"{row['numSpeculativeTokens']:<3}",
             f"{row['sources']:<8}",
             f"{row['decodeSteps']:<13,}",
-            f"{row['stepMilliseconds'] if row['stepMilliseconds'] is not None else '-':<8}",
-            f"{row['tokensPerStep'] if row['tokensPerStep'] is not None else '-':<12}",
-            f"{row['decodeBatch'] if row['decodeBatch'] is not None else '-':<6}",
+            f"{_figure(row['stepMilliseconds'], 2):<8}",
+            f"{_figure(row['tokensPerStep'], 2):<12}",
+            f"{_figure(row['decodeBatch'], 2):<6}",
             " ".join(f"{r:.2f}" for r in row["positionAcceptanceRates"]) or "-",
         ]
         note = "" if row["enoughEvidence"] else "  (too few draft tokens: not used)"

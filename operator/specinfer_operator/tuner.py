@@ -19,7 +19,7 @@ from typing import Any
 from specinfer_operator.timestamps import age
 from specinfer_operator.tuning import Bounds, Profile, Recommendation, recommend
 from specinfer_operator.window import Figures
-from specinfer_runtime.speculative import TuningSettings
+from specinfer_runtime.tuning_settings import TuningSettings
 
 STEP_TOLERANCE = 0.02  # relative: a profile whose step time moved less is not rewritten
 ACCEPT_TOLERANCE = 0.01  # accepted drafts per step

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from specinfer_runtime import flags
 from specinfer_runtime.engine import EngineSpec
-from specinfer_runtime.speculative import MTP_ALIASES, PADDED_BATCH_METHODS, RejectionSamplerConfig
+from specinfer_runtime.methods import MTP_ALIASES, PADDED_BATCH_METHODS
+from specinfer_runtime.sampling import RejectionSamplerConfig
 from specinfer_runtime.validation import Problem
 
 BLOCK_VERIFY_MIN_K = 3

@@ -6,8 +6,10 @@ import json
 from typing import Any
 
 from specinfer_runtime.engine import ENGINE_PORT, EngineSpec
+from specinfer_runtime.methods import DRAFT_MODEL_METHODS, EAGLE_HEAD_METHODS
 from specinfer_runtime.sources import HIDDEN_STATES_PATH
-from specinfer_runtime.speculative import DRAFT_MODEL_METHODS, EAGLE_HEAD_METHODS, SpeculativeConfig, SuffixConfig
+from specinfer_runtime.speculative import SpeculativeConfig
+from specinfer_runtime.suffix import SuffixConfig
 
 
 def _json(value: dict[str, Any]) -> str:

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from specinfer_operator.manifests import check
-from specinfer_runtime.speculative import METHODS
+from specinfer_runtime.methods import METHODS
 from tests.unit.helpers import EXAMPLES
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "methods"

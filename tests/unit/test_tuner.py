@@ -15,7 +15,7 @@ from specinfer_operator.resource import CanarySettings
 from specinfer_operator.status import Observed, Verdict, compute
 from specinfer_operator.timing import Steps
 from specinfer_operator.window import Counts, Figures
-from specinfer_runtime.speculative import TuningSettings
+from specinfer_runtime.tuning_settings import TuningSettings
 from tests.unit.helpers import example, resource
 from tests.unit.test_status import NOW, deployment
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specinfer_operator.manifests import check
-from specinfer_runtime.speculative import METHODS
+from specinfer_runtime.methods import METHODS
 from tests.unit.helpers import EXAMPLES, example, resource
 
 NGRAM = {"model": {"name": "m"}, "speculative": {"method": "ngram", "numSpeculativeTokens": 3}}
