@@ -82,7 +82,42 @@ def advise(spec: EngineSpec, prefix: str = "spec") -> list[Problem]:
                 "R14",
             )
         )
+    found += _verification(spec, path)
     found += unknown_flags(spec, prefix)
+    return found
+
+
+def _verification(spec: EngineSpec, path: str) -> list[Problem]:
+    """Options vLLM takes that do not do on vLLM-Ascend, or to the output, what they say."""
+    sc = spec.speculative
+    found = []
+    if sc.rejection_sample_method == "block":
+        found.append(
+            Problem(
+                f"{path}.rejectionSampleMethod",
+                "vLLM-Ascend ignores vLLM's block verification (its V1 runner builds its own sampler, its V2 runner "
+                "verifies as standard); its own is rejectionSampler.blockVerify",
+                "R24",
+            )
+        )
+    if sc.rejection_sample_method == "synthetic":
+        found.append(
+            Problem(
+                f"{path}.rejectionSampleMethod",
+                "synthetic accepts drafts at the rates given without checking them: the output is not the target "
+                "model's; use it to benchmark speed, never to serve",
+                "R24",
+            )
+        )
+    if sc.draft_model is not None and sc.draft_model.quantization:
+        found.append(
+            Problem(
+                f"{path}.draftModel.quantization",
+                "vLLM-Ascend drafts with the target model's quantization and ignores the draft's (it resets it with "
+                "a warning); plain vLLM applies it",
+                "R27",
+            )
+        )
     return found
 
 

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from specinfer_runtime.engine import ENGINE_PORT, EngineSpec
-from specinfer_runtime.methods import DRAFT_MODEL_METHODS, EAGLE_HEAD_METHODS
+from specinfer_runtime.methods import DRAFTER_METHODS, EAGLE_HEAD_METHODS
 from specinfer_runtime.sources import HIDDEN_STATES_PATH
 from specinfer_runtime.speculative import SpeculativeConfig
 from specinfer_runtime.suffix import SuffixConfig
@@ -21,12 +21,17 @@ def speculative_config(spec: EngineSpec) -> dict[str, Any]:
     sc: SpeculativeConfig = spec.speculative
     method = sc.effective_method()
     out: dict[str, Any] = {"method": method, "num_speculative_tokens": spec.effective_k()}
-    if sc.draft_model is not None and method in DRAFT_MODEL_METHODS:
-        out["model"] = sc.draft_model.load_path("draft")
-        source = sc.draft_model.source
+    draft = sc.draft_model
+    if draft is not None and method in DRAFTER_METHODS:
+        out["model"] = draft.load_path("draft")
+        source = draft.source
         # A draft vLLM downloads itself takes the revision; one already in its directory was fetched at it.
-        if out["model"] == sc.draft_model.name and source and source.hugging_face and source.hugging_face.revision:
+        if out["model"] == draft.name and source and source.hugging_face and source.hugging_face.revision:
             out["revision"] = source.hugging_face.revision
+        if draft.quantization:
+            out["quantization"] = draft.quantization
+        if draft.max_model_len is not None:
+            out["max_model_len"] = draft.max_model_len
     draft_tp = sc.draft_tensor_parallel_size
     if draft_tp is None and method in EAGLE_HEAD_METHODS:
         draft_tp = 1
@@ -34,6 +39,21 @@ def speculative_config(spec: EngineSpec) -> dict[str, Any]:
         out["draft_tensor_parallel_size"] = draft_tp
     if sc.disable_padded_drafter_batch:
         out["disable_padded_drafter_batch"] = True
+    if sc.parallel_drafting:
+        out["parallel_drafting"] = True
+    if sc.enforce_eager is not None:
+        out["enforce_eager"] = sc.enforce_eager
+    if sc.rejection_sample_method is not None:
+        out["rejection_sample_method"] = sc.rejection_sample_method
+    if sc.synthetic_acceptance_rates is not None:
+        out["synthetic_acceptance_rates"] = list(sc.synthetic_acceptance_rates)
+    if sc.synthetic_acceptance_length is not None:
+        out["synthetic_acceptance_length"] = sc.synthetic_acceptance_length
+    if sc.dspark is not None:
+        if sc.dspark.draft_top_k is not None:
+            out["dspark_draft_topk"] = sc.dspark.draft_top_k
+        if sc.dspark.adaptive_verification:
+            out["enable_adaptive_verification"] = True
     if sc.num_speculative_tokens_per_batch_size is not None:
         out["num_speculative_tokens_per_batch_size"] = [
             [r.min_batch_size, r.max_batch_size, r.num_speculative_tokens]
@@ -71,17 +91,28 @@ def compilation_config(spec: EngineSpec) -> dict[str, Any] | None:
 
 
 def additional_config(spec: EngineSpec) -> dict[str, Any] | None:
+    """vLLM-Ascend's `additional_config`: its rejection sampler and its dynamic verify budget."""
+    out: dict[str, Any] = {}
     rs = spec.speculative.rejection_sampler
-    if rs is None:
-        return None
-    return {
-        "rejection_sampler_config": {
+    if rs is not None:
+        out["rejection_sampler_config"] = {
             "enable_block_verify": rs.block_verify,
             "enable_entropy_verify": rs.entropy_verify,
             "posterior_threshold": rs.posterior_threshold,
             "posterior_alpha": rs.posterior_alpha,
         }
-    }
+    dv = spec.speculative.dynamic_verification
+    if dv is not None:
+        out["dynamic_spec_config"] = {
+            "method": spec.speculative.method,
+            "method_params": {
+                "initial_verify_budget_per_req": dv.initial_verify_budget_per_request,
+                "budget_update_interval": dv.budget_update_interval,
+                "budget_threshold": dv.budget_threshold,
+                "min_verify_tokens": dv.min_verify_tokens,
+            },
+        }
+    return out or None
 
 
 def kv_transfer_config(spec: EngineSpec) -> dict[str, Any] | None:

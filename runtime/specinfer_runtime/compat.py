@@ -23,6 +23,8 @@ VLLM_METHOD_FLOORS: Mapping[str, str] = {
     "draft_model": "0.14.0",  # 0.13.0 raises "draft model is not supported yet"
     "extract_hidden_states": "0.16.0",  # inferred: absent from 0.15.0, present in 0.17.0
     "dflash": "0.18.0",  # inferred: present in 0.18.2
+    "ngram_gpu": "0.18.0",  # inferred: vllm#38007 (March 2026) runs it; certain by 0.20.2
+    "dspark": "0.25.0",  # inferred: vllm-ascend 0.24.0rc1 guards it off on vLLM 0.24.0, 0.25.1rc1 imports it
 }
 
 # vllm-ascend versions pair with vLLM's (vX.Y.Z[rcN] runs on vLLM X.Y.Z).
@@ -34,11 +36,20 @@ ASCEND_METHOD_FLOORS: Mapping[str, str] = {
     "draft_model": "0.14.0rc1",  # inferred from vLLM's 0.14.0
     "dflash": "0.19.1rc1",
     "extract_hidden_states": "0.20.2rc1",
+    "ngram_gpu": "0.20.2rc1",  # AscendNgramProposerNPU
+    "dspark": "0.25.0rc1",  # inferred: "DSpark is supported ... in vLLM Ascend v0.25.0 and later"
 }
 # num_speculative_tokens_per_batch_size: vLLM's dynamic speculative decoding (vllm#32374), which vLLM 0.24.0's
 # scheduler passes to the proposers per step; vllm-ascend from the release paired with it (inferred).
 VLLM_SCHEDULE = "0.24.0"
 ASCEND_SCHEDULE = "0.24.0rc1"
+# Options with floors of their own.
+VLLM_PARALLEL_DRAFTING, ASCEND_PARALLEL_DRAFTING = "0.16.0", "0.17.0rc1"  # vLLM inferred; vllm-ascend #6766
+VLLM_SYNTHETIC = "0.24.0"  # inferred: synthetic_acceptance_rates/length in vLLM by June 2026
+ASCEND_SYNTHETIC = "0.28.0rc1"  # inferred: vllm-ascend#15556 (September 2026) runs it; refused before
+VLLM_ADAPTIVE_VERIFICATION = "0.28.0"  # inferred: after 0.27.1 (vllm#47808)
+ASCEND_ADAPTIVE_VERIFICATION = "0.28.0rc1"  # inferred: vllm-ascend#15098 (September 2026)
+ASCEND_DYNAMIC_VERIFICATION = "0.27.0rc1"  # inferred: dynamic_spec_config, on main after the 0.26.0rc branch
 ASCEND_ASYNC_SCHEDULING = "0.13.0rc1"  # async scheduler with EAGLE-family drafting
 ASCEND_REJECTION_SAMPLER = "0.22.1rc1"  # inferred: additional_config.rejection_sampler_config (Block/Entropy Verify)
 
@@ -62,13 +73,28 @@ def _needs(spec: EngineSpec, ascend: bool) -> list[tuple[str, str]]:
     """(what, minimum version) pairs for this spec, on vllm-ascend or on plain vLLM."""
     method = spec.speculative.effective_method()
     schedule = spec.speculative.num_speculative_tokens_per_batch_size is not None
+    sc = spec.speculative
+    parallel = sc.parallel_drafting
+    synthetic = sc.rejection_sample_method == "synthetic"
+    adaptive = sc.dspark is not None and sc.dspark.adaptive_verification
     if not ascend:
         return (
             [("the speculative config this operator renders", VLLM_FLOOR)]
             + ([(f"method {method}", VLLM_METHOD_FLOORS[method])] if method in VLLM_METHOD_FLOORS else [])
             + ([("numSpeculativeTokensPerBatchSize", VLLM_SCHEDULE)] if schedule else [])
+            + ([("parallelDrafting", VLLM_PARALLEL_DRAFTING)] if parallel else [])
+            + ([("rejectionSampleMethod synthetic", VLLM_SYNTHETIC)] if synthetic else [])
+            + ([("dspark.adaptiveVerification", VLLM_ADAPTIVE_VERIFICATION)] if adaptive else [])
         )
     needs = [("the speculative config this operator renders", ASCEND_FLOOR)]
+    if parallel:
+        needs.append(("parallelDrafting", ASCEND_PARALLEL_DRAFTING))
+    if synthetic:
+        needs.append(("rejectionSampleMethod synthetic", ASCEND_SYNTHETIC))
+    if adaptive:
+        needs.append(("dspark.adaptiveVerification", ASCEND_ADAPTIVE_VERIFICATION))
+    if sc.dynamic_verification is not None:
+        needs.append(("dynamicVerification", ASCEND_DYNAMIC_VERIFICATION))
     if schedule:
         needs.append(("numSpeculativeTokensPerBatchSize", ASCEND_SCHEDULE))
     if method in ASCEND_METHOD_FLOORS:

@@ -1,15 +1,45 @@
-"""The drafter of the methods that run one: its checkpoint, its tensor parallelism and its batch."""
+"""The drafter of the methods that run one: its checkpoint, its tensor parallelism, its batch and parallel
+drafting."""
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from specinfer_runtime.celrules import Rule, cel_in, cel_list
 from specinfer_runtime.methods import (
+    ALWAYS_PARALLEL_METHODS,
     DRAFT_MODEL_METHODS,
+    DRAFTER_METHODS,
     EAGLE_HEAD_METHODS,
     METHOD_SWITCHING_NAMES,
     MTP_NAMES,
     PADDED_BATCH_ONLY_METHODS,
+    PARALLEL_DRAFTING_METHODS,
 )
+from specinfer_runtime.sources import ModelReference
+
+
+class DraftModel(ModelReference):
+    """The draft checkpoint (vLLM: `speculative_config.model`) and how vLLM loads it."""
+
+    quantization: str | None = Field(
+        default=None,
+        max_length=64,
+        pattern=r"^[a-z0-9_][a-z0-9_-]*$",
+        description="Weight quantization of the draft (vLLM: `speculative_config.quantization`). vLLM-Ascend "
+        "drafts with the target's quantization and ignores this (a warning says so).",
+    )
+    max_model_len: int | None = Field(
+        default=None,
+        ge=1,
+        le=10_485_760,
+        description="Context length of the drafter (vLLM: `speculative_config.max_model_len`), at most "
+        "model.maxModelLen; the smaller of the two models' lengths when unset. Past it, the drafter stops "
+        "proposing and the target decodes alone.",
+    )
+
+
+PARALLEL_DRAFTING = "(has(self.parallelDrafting) && self.parallelDrafting)"
 
 SPECULATIVE_RULES = (
     Rule(
@@ -23,8 +53,8 @@ SPECULATIVE_RULES = (
     ),
     Rule(
         id="R4",
-        rule=f"!has(self.draftModel) || {cel_in('self.method', DRAFT_MODEL_METHODS)}",
-        message=f"method %s takes no draft model (only {', '.join(DRAFT_MODEL_METHODS)} do; mtp reuses the "
+        rule=f"!has(self.draftModel) || {cel_in('self.method', DRAFTER_METHODS)}",
+        message=f"method %s takes no draft model (only {', '.join(DRAFTER_METHODS)} do; mtp reuses the "
         "target model): remove draftModel",
         args=("self.method",),
         field_path=".draftModel",
@@ -41,7 +71,7 @@ SPECULATIVE_RULES = (
     ),
     Rule(
         id="R5",
-        rule=f"!has(self.draftTensorParallelSize) || {cel_in('self.method', (*DRAFT_MODEL_METHODS, *MTP_NAMES))}",
+        rule=f"!has(self.draftTensorParallelSize) || {cel_in('self.method', (*DRAFTER_METHODS, *MTP_NAMES))}",
         message="method %s runs no draft model: remove draftTensorParallelSize",
         args=("self.method",),
         field_path=".draftTensorParallelSize",
@@ -66,6 +96,31 @@ SPECULATIVE_RULES = (
         args=("self.draftModel.name", "self.method"),
         field_path=".draftModel.name",
     ),
+    Rule(
+        id="R23",
+        rule=f"!{PARALLEL_DRAFTING} || {cel_in('self.method', PARALLEL_DRAFTING_METHODS + ALWAYS_PARALLEL_METHODS)}",
+        message="parallelDrafting drafts all K tokens in one pass of a drafter trained for it: P-EAGLE heads "
+        "(eagle, eagle3) or PARD drafts (draft_model); method %s has no such drafter: remove parallelDrafting",
+        args=("self.method",),
+        field_path=".parallelDrafting",
+        reason="FieldValueForbidden",
+    ),
+    Rule(
+        id="R23",
+        rule=f"!({PARALLEL_DRAFTING} && self.disablePaddedDrafterBatch)",
+        message="vLLM runs parallel drafting only with a padded drafter batch: remove disablePaddedDrafterBatch "
+        "or parallelDrafting",
+        field_path=".disablePaddedDrafterBatch",
+        reason="FieldValueForbidden",
+    ),
+    Rule(
+        id="R27",
+        rule=f"!has(self.enforceEager) || {cel_in('self.method', (*DRAFTER_METHODS, *MTP_NAMES))}",
+        message="method %s runs no drafter model, so there is no drafter graph to turn off: remove enforceEager",
+        args=("self.method",),
+        field_path=".enforceEager",
+        reason="FieldValueForbidden",
+    ),
 )
 
 # On the engine spec: the drafter against the target's parallelism.
@@ -87,5 +142,14 @@ ENGINE_RULES = (
         "parallel size: set %d (parallelism.tensor) or leave it unset",
         args=("self.speculative.draftTensorParallelSize", "self.parallelism.tensor"),
         field_path=".speculative.draftTensorParallelSize",
+    ),
+    Rule(
+        id="R27",
+        rule="!has(self.speculative.draftModel) || !has(self.speculative.draftModel.maxModelLen) "
+        "|| !has(self.model.maxModelLen) || self.speculative.draftModel.maxModelLen <= self.model.maxModelLen",
+        message="draftModel.maxModelLen %d exceeds model.maxModelLen %d, which vLLM refuses: a draft cannot "
+        "look further back than the target; lower it, or leave it unset for the smaller of the two models' lengths",
+        args=("self.speculative.draftModel.maxModelLen", "self.model.maxModelLen"),
+        field_path=".speculative.draftModel.maxModelLen",
     ),
 )

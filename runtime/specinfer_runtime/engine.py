@@ -11,7 +11,17 @@ from typing import Annotated, ClassVar
 
 from pydantic import Field
 
-from specinfer_runtime import drafter, flags, graph, parallelism, schedule, scheduling, tuning_settings
+from specinfer_runtime import (
+    drafter,
+    dspark,
+    flags,
+    graph,
+    parallelism,
+    sampling,
+    schedule,
+    scheduling,
+    tuning_settings,
+)
 from specinfer_runtime.base import CelRules, Section, section_field
 from specinfer_runtime.celrules import Rule, evaluate
 from specinfer_runtime.graph import GraphConfig
@@ -52,6 +62,8 @@ _RULES = (
     *tuning_settings.ENGINE_RULES,
     *scheduling.ENGINE_RULES,
     *parallelism.ENGINE_RULES,
+    *sampling.ENGINE_RULES,
+    *dspark.ENGINE_RULES,
 )
 
 

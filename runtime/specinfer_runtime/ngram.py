@@ -1,4 +1,5 @@
-"""Prompt lookup (n-gram): drafts by matching the latest tokens against the prompt and the output so far."""
+"""Prompt lookup (n-gram): drafts by matching the latest tokens against the prompt and the output so far,
+on the host (ngram) or on the device (ngram_gpu; vLLM-Ascend's NPU kernel)."""
 
 from __future__ import annotations
 
@@ -39,4 +40,4 @@ class NgramConfig(Section):
     )
 
 
-SPECULATIVE_RULES = (section_only_for("ngram", ("ngram",), "ngram"),)
+SPECULATIVE_RULES = (section_only_for("ngram", ("ngram", "ngram_gpu"), "ngram or ngram_gpu"),)

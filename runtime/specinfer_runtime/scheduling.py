@@ -16,7 +16,7 @@ class SchedulingConfig(Section):
     async_scheduling: bool = Field(
         default=False,
         description="Overlap scheduling with execution (vLLM: `--async-scheduling`); only with eagle, "
-        "eagle3, mtp, dflash and draft_model, and not with disablePaddedDrafterBatch.",
+        "eagle3, mtp, dflash, dspark, draft_model and ngram_gpu, and not with disablePaddedDrafterBatch.",
     )
     max_num_seqs: int | None = Field(
         default=None, ge=1, le=65536, description="Most sequences in one batch (vLLM: `--max-num-seqs`)."
@@ -29,8 +29,17 @@ class SchedulingConfig(Section):
     )
 
 
-# Token slots vLLM reserves for drafting in every step (SpeculativeConfig.max_num_new_slots_for_drafting).
-DRAFT_SLOTS = f"(self.speculative.method == 'draft_model' ? 1 : self.speculative.method == 'dflash' ? {K} : 0)"
+# Token slots vLLM reserves for drafting in every step (SpeculativeConfig.max_num_new_slots_for_drafting): K for
+# dflash and PARD, K-1 for the other parallel drafters (P-EAGLE, dspark), 1 for a draft model, else none.
+_PARALLEL = (
+    "((has(self.speculative.parallelDrafting) && self.speculative.parallelDrafting) "
+    "|| self.speculative.method == 'dspark')"
+)
+DRAFT_SLOTS = (
+    f"(self.speculative.method == 'dflash' ? {K} : {_PARALLEL} ? "
+    f"(self.speculative.method == 'draft_model' ? {K} : {K} - 1) : "
+    "self.speculative.method == 'draft_model' ? 1 : 0)"
+)
 
 # On the engine spec: the scheduler against the method.
 ENGINE_RULES = (
@@ -47,15 +56,15 @@ ENGINE_RULES = (
         id="R19",
         rule=f"!has(self.scheduling.maxNumBatchedTokens) || self.scheduling.maxNumBatchedTokens > {DRAFT_SLOTS}",
         message="maxNumBatchedTokens %d leaves no room to schedule a token: method %s reserves %d drafting "
-        "slots per step (1 for draft_model, K for dflash): give more than %d",
+        "slots per step (1 for draft_model, K for dflash and PARD, K-1 for dspark and P-EAGLE): give more than %d",
         args=("self.scheduling.maxNumBatchedTokens", "self.speculative.method", DRAFT_SLOTS, DRAFT_SLOTS),
         field_path=".scheduling.maxNumBatchedTokens",
     ),
     Rule(
         id="R11",
         rule=f"!self.scheduling.asyncScheduling || {cel_in('self.speculative.method', ASYNC_SCHEDULING_METHODS)}",
-        message="asyncScheduling is only supported with eagle, eagle3, mtp, dflash and draft_model, not %s: "
-        "set it to false",
+        message="asyncScheduling is only supported with eagle, eagle3, mtp, dflash, dspark, draft_model and "
+        "ngram_gpu, not %s: set it to false",
         args=("self.speculative.method",),
         field_path=".scheduling.asyncScheduling",
         reason="FieldValueForbidden",

@@ -4,25 +4,42 @@ span sections are on the engine spec."""
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
-from specinfer_runtime import drafter, hidden_states, ngram, schedule, suffix, tokens, tuning_settings
+from specinfer_runtime import (
+    drafter,
+    dspark,
+    hidden_states,
+    methods,
+    ngram,
+    sampling,
+    schedule,
+    suffix,
+    tokens,
+    tuning_settings,
+)
 from specinfer_runtime.base import Section
 from specinfer_runtime.celrules import Rule
+from specinfer_runtime.drafter import DraftModel
+from specinfer_runtime.dspark import DSparkConfig
 from specinfer_runtime.hidden_states import HiddenStatesConfig
-from specinfer_runtime.methods import MTP_ALIASES, MethodName, MtpAlias
+from specinfer_runtime.methods import MTP_ALIASES, MethodName, MtpAlias, RefusedMethod
 from specinfer_runtime.ngram import NgramConfig
-from specinfer_runtime.sampling import RejectionSamplerConfig
+from specinfer_runtime.sampling import DynamicVerification, RejectionSampleMethod, RejectionSamplerConfig
 from specinfer_runtime.schedule import Schedule
-from specinfer_runtime.sources import ModelReference
 from specinfer_runtime.suffix import SuffixConfig
 from specinfer_runtime.tokens import ASCEND_MAX_SPECULATIVE_TOKENS
 from specinfer_runtime.tuning_settings import TuningSettings
 
+AcceptanceRates = Annotated[
+    list[Annotated[float, Field(ge=0, le=1)]], Field(min_length=1, max_length=ASCEND_MAX_SPECULATIVE_TOKENS)
+]
+
 # Each method's rules are kept with its settings (the fields below shadow the modules).
 _RULES = (
+    *methods.SPECULATIVE_RULES,
     *tokens.SPECULATIVE_RULES,
     *drafter.SPECULATIVE_RULES,
     *schedule.SPECULATIVE_RULES,
@@ -30,17 +47,20 @@ _RULES = (
     *ngram.SPECULATIVE_RULES,
     *suffix.SPECULATIVE_RULES,
     *hidden_states.SPECULATIVE_RULES,
+    *dspark.SPECULATIVE_RULES,
+    *sampling.SPECULATIVE_RULES,
 )
 
 
 class SpeculativeConfig(Section):
     """The speculative decoding method and its parameters (vLLM: `--speculative-config`)."""
 
-    method: Literal[MethodName, MtpAlias] = Field(
+    method: Literal[MethodName, MtpAlias, RefusedMethod] = Field(
         description=(
-            "Proposer (vLLM: `method`): ngram, suffix (Arctic Inference), medusa, eagle, eagle3, mtp, "
-            "dflash, draft_model or extract_hidden_states. vLLM's model-specific MTP names "
-            "(deepseek_mtp, ...) are accepted and rendered as mtp."
+            "Proposer (vLLM: `method`): ngram, ngram_gpu (prompt lookup on the device), suffix (Arctic "
+            "Inference), medusa, eagle, eagle3, mtp, dflash, dspark, draft_model or extract_hidden_states. "
+            "vLLM's model-specific MTP names (deepseek_mtp, ...) are accepted and rendered as mtp; arctic is "
+            "refused (vLLM-Ascend does not load it: use suffix)."
         )
     )
     num_speculative_tokens: int | None = Field(
@@ -53,10 +73,10 @@ class SpeculativeConfig(Section):
             "min(suffix.maxTreeDepth, 14)), mtp and extract_hidden_states (default 1)."
         ),
     )
-    draft_model: ModelReference | None = Field(
+    draft_model: DraftModel | None = Field(
         default=None,
         description="The draft checkpoint (vLLM: `model`); required for eagle, eagle3, dflash, medusa and "
-        "draft_model, refused for the others.",
+        "draft_model, optional for dspark (DeepSeek-V4 checkpoints carry their drafter), refused for the others.",
     )
     draft_tensor_parallel_size: int | None = Field(
         default=None,
@@ -72,6 +92,41 @@ class SpeculativeConfig(Section):
         description="Let drafter batches hold sequences of different lengths (vLLM: "
         "`disable_padded_drafter_batch`); only eagle, eagle3, mtp, dflash, draft_model and "
         "extract_hidden_states use it.",
+    )
+    parallel_drafting: bool | None = Field(
+        default=None,
+        description="Draft all K tokens in one forward pass (vLLM: `parallel_drafting`): P-EAGLE heads for eagle "
+        "and eagle3, PARD drafts for draft_model; the checkpoint must be trained for it (a mask token in its "
+        "config). dflash and dspark always draft in parallel.",
+    )
+    enforce_eager: bool | None = Field(
+        default=None,
+        description="Run the drafter without graphs (vLLM: `speculative_config.enforce_eager`); the target's "
+        "graph settings (graph.mode) otherwise apply to it.",
+    )
+    rejection_sample_method: RejectionSampleMethod | None = Field(
+        default=None,
+        description="How vLLM verifies drafts (vLLM: `rejection_sample_method`): standard (lossless rejection "
+        "sampling), block (block verification; vLLM-Ascend ignores it and has its own, rejectionSampler."
+        "blockVerify) or synthetic (accepts drafts at set rates without checking them: output quality is lost, "
+        "for benchmarking the speed of an acceptance profile). Standard when unset.",
+    )
+    synthetic_acceptance_rates: (
+        Annotated[
+            list[Annotated[float, Field(ge=0, le=1)]], Field(min_length=1, max_length=ASCEND_MAX_SPECULATIVE_TOKENS)
+        ]
+        | None
+    ) = Field(
+        default=None,
+        description="With rejectionSampleMethod synthetic: for each draft position, the chance that the drafts "
+        "up to it are all accepted (vLLM: `synthetic_acceptance_rates`); K values, not increasing.",
+    )
+    synthetic_acceptance_length: float | None = Field(
+        default=None,
+        ge=1,
+        le=ASCEND_MAX_SPECULATIVE_TOKENS + 1,
+        description="With rejectionSampleMethod synthetic, instead of the rates: the mean tokens per step, from "
+        "1 to K+1 (vLLM: `synthetic_acceptance_length`; vLLM spreads it over the positions).",
     )
     num_speculative_tokens_per_batch_size: Schedule | None = Field(
         default=None,
@@ -91,6 +146,12 @@ class SpeculativeConfig(Section):
     suffix: SuffixConfig | None = Field(default=None, description="Settings of method suffix.")
     hidden_states: HiddenStatesConfig | None = Field(
         default=None, description="Settings of method extract_hidden_states (required there)."
+    )
+    dspark: DSparkConfig | None = Field(default=None, description="Settings of method dspark.")
+    dynamic_verification: DynamicVerification | None = Field(
+        default=None,
+        description="vLLM-Ascend's dynamic verify budget for dspark and dflash (`--additional-config` "
+        "`dynamic_spec_config`).",
     )
     rejection_sampler: RejectionSamplerConfig | None = Field(
         default=None,

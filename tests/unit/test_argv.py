@@ -155,3 +155,75 @@ def test_model_flags() -> None:
 def test_piecewise_without_sizes_renders_only_the_mode() -> None:
     argv = vllm_argv(engine({"model": TARGET, "speculative": {"method": "mtp"}, "graph": {"mode": "PIECEWISE"}}))
     assert json.loads(flag(argv, "--compilation-config")) == {"cudagraph_mode": "PIECEWISE"}
+
+
+def test_draft_options_parallel_drafting_and_synthetic_sampling() -> None:
+    argv = vllm_argv(
+        engine(
+            {
+                "model": {**TARGET, "maxModelLen": 8192},
+                "speculative": {
+                    "method": "draft_model",
+                    "numSpeculativeTokens": 3,
+                    "draftModel": {"name": "d/pard", "maxModelLen": 4096, "quantization": "fp8"},
+                    "parallelDrafting": True,
+                    "enforceEager": True,
+                    "rejectionSampleMethod": "synthetic",
+                    "syntheticAcceptanceLength": 2.5,
+                },
+            }
+        )
+    )
+    assert spec_config(argv) == {
+        "method": "draft_model",
+        "num_speculative_tokens": 3,
+        "model": "d/pard",
+        "quantization": "fp8",
+        "max_model_len": 4096,
+        "parallel_drafting": True,
+        "enforce_eager": True,
+        "rejection_sample_method": "synthetic",
+        "synthetic_acceptance_length": 2.5,
+    }
+
+
+def test_dspark_settings_and_the_dynamic_verify_budget() -> None:
+    argv = vllm_argv(
+        engine(
+            {
+                "model": {"name": "Qwen/Qwen3-8B"},
+                "speculative": {
+                    "method": "dspark",
+                    "numSpeculativeTokens": 7,
+                    "draftModel": {"name": "d/dspark"},
+                    "dspark": {"draftTopK": 8, "adaptiveVerification": True},
+                    "dynamicVerification": {"initialVerifyBudgetPerRequest": 4, "minVerifyTokens": 2},
+                },
+                "graph": {"mode": "FULL_DECODE_ONLY", "maxBatchSize": 2},
+            }
+        )
+    )
+    assert spec_config(argv) == {
+        "method": "dspark",
+        "num_speculative_tokens": 7,
+        "model": "d/dspark",
+        "dspark_draft_topk": 8,
+        "enable_adaptive_verification": True,
+    }
+    assert json.loads(flag(argv, "--additional-config")) == {
+        "dynamic_spec_config": {
+            "method": "dspark",
+            "method_params": {
+                "initial_verify_budget_per_req": 4,
+                "budget_update_interval": 16,
+                "budget_threshold": 0.3,
+                "min_verify_tokens": 2,
+            },
+        }
+    }
+
+
+def test_unset_new_options_leave_the_engine_config_as_before() -> None:
+    """Options added later render nothing unless set, so an operator upgrade restarts no pod."""
+    spec = engine({"model": TARGET, "speculative": {"method": "ngram", "numSpeculativeTokens": 4}})
+    assert set(spec.dump()["speculative"]) == {"method", "numSpeculativeTokens", "disablePaddedDrafterBatch"}

@@ -30,6 +30,8 @@ def spec_of(name: str, **changes: Any) -> EngineSpec:
         ("draft-model", "0.13.0", "0.14.0rc1"),
         ("dflash", "0.18.0", "0.19.1rc1"),
         ("extract-hidden-states", "0.20.1", "0.20.2rc1"),
+        ("ngram-gpu", "0.19.1rc1", "0.20.2rc1"),
+        ("dspark", "0.24.0rc1", "0.25.0rc1"),
         ("eagle3", "0.10.2rc1", "0.11.0rc0"),
     ],
 )
@@ -90,3 +92,32 @@ def test_the_preflight_reports_it_and_can_be_told_to_skip_it() -> None:
     assert "method medusa needs >= 0.14.0rc1" in check(spec_of("medusa"), env, lambda path: {})[0]
     skip = Environment(env={"ASCEND_RT_VISIBLE_DEVICES": "0", "SPECINFER_SKIP_VERSION_CHECK": "1"}, versions=old)
     assert check(spec_of("medusa"), skip, lambda path: {}) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "what", "ascend", "vllm"),
+    [
+        ({"parallelDrafting": True}, "parallelDrafting", "0.17.0rc1", "0.16.0"),
+        (
+            {"rejectionSampleMethod": "synthetic", "syntheticAcceptanceLength": 2.0},
+            "rejectionSampleMethod synthetic",
+            "0.28.0rc1",
+            "0.24.0",
+        ),
+    ],
+)
+def test_options_have_their_own_floors(change: dict[str, Any], what: str, ascend: str, vllm: str) -> None:
+    spec = spec_of("draft-model", speculative=change)
+    assert f"{what} needs >= {ascend}" in unsupported(spec, {"vllm-ascend": "0.14.0rc1"})[0]
+    assert unsupported(spec, {"vllm-ascend": ascend}) == []
+    assert f"{what} needs >= {vllm}" in unsupported(spec, {"vllm": "0.15.0"})[0]
+    assert unsupported(spec, {"vllm": vllm}) == []
+
+
+def test_the_verify_budgets_have_their_own_floors() -> None:
+    adaptive = spec_of("dspark", speculative={"dspark": {"adaptiveVerification": True}})
+    assert "dspark.adaptiveVerification needs >= 0.28.0rc1" in unsupported(adaptive, {"vllm-ascend": "0.25.1rc1"})[0]
+    assert "dspark.adaptiveVerification needs >= 0.28.0" in unsupported(adaptive, {"vllm": "0.27.1"})[0]
+    budget = spec_of("dflash", speculative={"dynamicVerification": {"initialVerifyBudgetPerRequest": 4}})
+    assert "dynamicVerification needs >= 0.27.0rc1" in unsupported(budget, {"vllm-ascend": "0.26.0rc1"})[0]
+    assert unsupported(budget, {"vllm-ascend": "0.27.0rc1"}) == []

@@ -20,7 +20,7 @@ SPEC = SCHEMA["properties"]["spec"]
 # CEL standard library operators, functions and macros the rules may use, as cel reports them.
 CEL_STANDARD = {
     "_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_", "_+_", "_-_", "_*_", "_/_", "_%_",
-    "_&&_", "_||_", "!_", "_?_:_", "_[_]", "@in", "size", "string", "int", "matches",
+    "_&&_", "_||_", "!_", "_?_:_", "_[_]", "@in", "size", "string", "int", "double", "matches",
     "startsWith", "endsWith", "contains", "has", "all", "exists", "exists_one", "map", "filter",
     "@not_strictly_false",  # what the all() macro compiles to
 }  # fmt: skip

@@ -37,3 +37,10 @@ def test_the_index_links_every_page() -> None:
     index = (DOCS / "README.md").read_text()
     for method in METHODS:
         assert f"({page(method).name})" in index, method
+
+
+@pytest.mark.parametrize("example", sorted((EXAMPLES / "options").glob("*.yaml")), ids=lambda p: p.stem)
+def test_each_option_example_is_on_the_options_page_and_valid(example: Path) -> None:
+    assert example.read_text() in YAML_BLOCK.findall((DOCS / "options.md").read_text())
+    report = check(yaml.safe_load(example.read_text()))
+    assert report.ok, report.errors
