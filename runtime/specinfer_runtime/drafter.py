@@ -39,7 +39,12 @@ class DraftModel(ModelReference):
     )
 
 
-PARALLEL_DRAFTING = "(has(self.parallelDrafting) && self.parallelDrafting)"
+def parallel_drafting(section: str = "self") -> str:
+    """CEL: the speculative section at `section` sets parallelDrafting (unset is false)."""
+    return f"(has({section}.parallelDrafting) && {section}.parallelDrafting)"
+
+
+PARALLEL_DRAFTING = parallel_drafting()
 
 SPECULATIVE_RULES = (
     Rule(

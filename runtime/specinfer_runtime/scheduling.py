@@ -6,7 +6,8 @@ from pydantic import Field
 
 from specinfer_runtime.base import Section
 from specinfer_runtime.celrules import Rule, cel_in
-from specinfer_runtime.methods import ASYNC_SCHEDULING_METHODS
+from specinfer_runtime.drafter import parallel_drafting
+from specinfer_runtime.methods import ALWAYS_PARALLEL_METHODS, ASYNC_SCHEDULING_METHODS
 from specinfer_runtime.tokens import K
 
 
@@ -31,10 +32,7 @@ class SchedulingConfig(Section):
 
 # Token slots vLLM reserves for drafting in every step (SpeculativeConfig.max_num_new_slots_for_drafting): K for
 # dflash and PARD, K-1 for the other parallel drafters (P-EAGLE, dspark), 1 for a draft model, else none.
-_PARALLEL = (
-    "((has(self.speculative.parallelDrafting) && self.speculative.parallelDrafting) "
-    "|| self.speculative.method == 'dspark')"
-)
+_PARALLEL = f"({parallel_drafting('self.speculative')} || {cel_in('self.speculative.method', ALWAYS_PARALLEL_METHODS)})"
 DRAFT_SLOTS = (
     f"(self.speculative.method == 'dflash' ? {K} : {_PARALLEL} ? "
     f"(self.speculative.method == 'draft_model' ? {K} : {K} - 1) : "
