@@ -20,7 +20,8 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from specinfer_operator.resource import CanarySettings, SpeculativeInference
+from specinfer_operator.resource import SpeculativeInference
+from specinfer_operator.rollout_settings import CanarySettings
 from specinfer_operator.status import CANARY, PROMOTING, SLOWER
 
 TRACK_LABEL = "specinfer.io/track"

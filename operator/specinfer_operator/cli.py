@@ -171,7 +171,9 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("-v", "--verbose", action="store_true", help="name each file or document skipped, and why")
     v.set_defaults(func=cmd_validate)
 
-    r = sub.add_parser("render", help="print the child objects (ConfigMap, Deployment, Service) as YAML")
+    r = sub.add_parser(
+        "render", help="print the child objects (ConfigMap, Deployment, Service, PodDisruptionBudget) as YAML"
+    )
     r.add_argument("paths", nargs="+", metavar="PATH", help="file, directory, or - for standard input")
     r.add_argument("--runtime-image", default=DEFAULT_RUNTIME_IMAGE, help="image when spec.runtime.image is unset")
     r.add_argument(

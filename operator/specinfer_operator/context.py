@@ -15,9 +15,9 @@ from specinfer_operator.children import (
     engine_config_map_name,
     family_hash,
     label_selector,
-    selector_labels,
 )
 from specinfer_operator.kube import Kube
+from specinfer_operator.podspec import selector_labels
 from specinfer_operator.resource import SpeculativeInference
 from specinfer_operator.status import Desired, Observed
 from specinfer_operator.timestamps import utc_now

@@ -9,9 +9,10 @@ import kopf
 
 from specinfer_operator import metrics
 from specinfer_operator.canary import ACTION_ANNOTATION
-from specinfer_operator.children import MANAGER, label_selector
+from specinfer_operator.children import label_selector
 from specinfer_operator.context import Context
 from specinfer_operator.debounce import Debounce
+from specinfer_operator.podspec import MANAGER
 from specinfer_operator.reconcile import APPLY_REJECTED, reconcile
 from specinfer_operator.resource import GROUP, PLURAL, VERSION
 from specinfer_operator.telemetry import INSTANCE_LABEL, Telemetry

@@ -9,10 +9,15 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from specinfer_operator.children import MANAGER
+from specinfer_operator.podspec import MANAGER
 from specinfer_operator.resource import GROUP, PLURAL, VERSION
 
-_PLURALS = {"ConfigMap": "configmaps", "Service": "services", "Deployment": "deployments"}
+_PLURALS = {
+    "ConfigMap": "configmaps",
+    "Service": "services",
+    "Deployment": "deployments",
+    "PodDisruptionBudget": "poddisruptionbudgets",
+}
 
 
 class Conflict(Exception):  # noqa: N818 (reads as "raise Conflict")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from specinfer_operator.resource import TelemetrySettings
+from specinfer_operator.service_settings import TelemetrySettings
 from specinfer_operator.status import MEASURED_CONDITION as LOW_ACCEPTANCE
 from specinfer_operator.status import condition
 from specinfer_operator.timestamps import age

@@ -16,10 +16,11 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from specinfer_operator import effective, metrics, strategy
-from specinfer_operator.children import RenderDefaults, family_hash, label_selector, render, selector_labels
+from specinfer_operator.children import RenderDefaults, family_hash, label_selector, render
 from specinfer_operator.context import Context, desired_of, observe
 from specinfer_operator.kube import Kube
 from specinfer_operator.manifests import check
+from specinfer_operator.podspec import selector_labels
 from specinfer_operator.resource import SpeculativeInference
 from specinfer_operator.status import Desired, Observed, Verdict, compute, transitions
 
@@ -201,9 +202,19 @@ def _reconcile(body: dict[str, Any], ctx: Context, nodes: list[dict[str, Any]], 
         rejected = any(c.get("reason") == APPLY_REJECTED for c in previous.get("conditions") or [])
         if serving or rejected:
             prune_config_maps(ctx.kube, namespace, name, deployments)
+    if cr is not None and desired is not None and cr.spec.disruption_budget is None:
+        drop_disruption_budget(ctx.kube, body, previous)
     seen = replace(observe(ctx, namespace, name, deployment), canary=canary)
     publish(body, ctx, verdict, desired, seen, arrangement)
     return "applied" if verdict.valid else "refused"
+
+
+def drop_disruption_budget(kube: Kube, body: dict[str, Any], previous: dict[str, Any]) -> None:
+    """Delete the PodDisruptionBudget of a spec that no longer asks for one. Only a spec change takes it
+    away, so only a new generation costs the request (a missing one is no error)."""
+    meta = body["metadata"]
+    if previous.get("observedGeneration") != meta.get("generation"):
+        kube.delete("policy/v1", "poddisruptionbudgets", meta["namespace"], meta["name"])
 
 
 def prune_config_maps(kube: Kube, namespace: str, name: str, deployments: list[dict[str, Any]]) -> None:

@@ -234,3 +234,68 @@ AFFINITY_LABEL_MAPS: tuple[str, ...] = tuple(
     )
     for selector in ("labelSelector", "namespaceSelector")
 )
+
+
+class TopologySpreadConstraint(Section):
+    """How the pods spread across zones or nodes (core/v1 TopologySpreadConstraint)."""
+
+    max_skew: int = Field(ge=1, le=2**31 - 1, description="The most the pod count may differ between domains.")
+    topology_key: Key = Field(description="Node label whose values are the domains, e.g. topology.kubernetes.io/zone.")
+    when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"] = Field(
+        description="DoNotSchedule keeps a pod pending rather than skew; ScheduleAnyway only prefers."
+    )
+    label_selector: LabelSelector | None = Field(
+        default=None, description="The pods counted; this resource's engine pods when unset."
+    )
+    min_domains: int | None = Field(
+        default=None, ge=1, le=2**31 - 1, description="Domains to count as existing (DoNotSchedule only)."
+    )
+    node_affinity_policy: Literal["Honor", "Ignore"] | None = Field(
+        default=None, description="Whether the pods' node affinity limits the domains (Honor)."
+    )
+    node_taints_policy: Literal["Honor", "Ignore"] | None = Field(
+        default=None, description="Whether untolerated taints limit the domains (Ignore)."
+    )
+
+    cel_rules: ClassVar[tuple[Rule, ...]] = (
+        key_rule("topologyKey", "topologyKey"),
+        Rule(
+            id="kubernetes",
+            rule="!has(self.minDomains) || self.whenUnsatisfiable == 'DoNotSchedule'",
+            message="minDomains only applies with whenUnsatisfiable DoNotSchedule",
+            field_path=".minDomains",
+        ),
+    )
+
+
+class PlacementSettings(Section):
+    """Where the pods may run."""
+
+    node_selector: LabelMap | None = Field(default=None, max_length=32, description="Node labels the pods require.")
+    tolerations: list[Toleration] | None = Field(
+        default=None, max_length=32, description="Taints the pods tolerate (NPU nodes are often tainted)."
+    )
+    affinity: Affinity | None = Field(default=None, description="Node and pod affinity of the pods (core/v1 Affinity).")
+    topology_spread_constraints: list[TopologySpreadConstraint] | None = Field(
+        default=None,
+        max_length=8,
+        description="How the pods spread across zones or nodes; a constraint without labelSelector counts this "
+        "resource's engine pods.",
+    )
+    scheduler_name: str | None = Field(
+        default=None,
+        max_length=253,
+        pattern=DNS_SUBDOMAIN,
+        description="Scheduler for the pods, e.g. volcano for gang scheduling.",
+    )
+    priority_class_name: str | None = Field(
+        default=None, max_length=253, pattern=DNS_SUBDOMAIN, description="PriorityClass of the pods."
+    )
+
+
+# Label maps under spec.placement, for the admission policy: each a chain of fields, `[]` marking a list.
+PLACEMENT_LABEL_MAPS = (
+    "nodeSelector",
+    *(f"affinity.{p}" for p in AFFINITY_LABEL_MAPS),
+    "topologySpreadConstraints[].labelSelector.matchLabels",
+)

@@ -21,8 +21,9 @@ from pydantic import ValidationError
 from specinfer_operator import effective, metrics, observation, timestamps, tuner
 from specinfer_operator.children import CONFIG_HASH_ANNOTATION
 from specinfer_operator.kube import Kube
-from specinfer_operator.resource import CanarySettings, TelemetrySettings
+from specinfer_operator.rollout_settings import CanarySettings
 from specinfer_operator.scrape import Endpoint, ScrapeError, scrape
+from specinfer_operator.service_settings import TelemetrySettings
 from specinfer_operator.status import CANARY, MEASURED_CONDITION
 from specinfer_operator.tuning import MAX_SCHEDULE_BATCH
 from specinfer_operator.window import Counts, Figures, History, Sample, aggregate

@@ -6,7 +6,7 @@ Kubernetes Events and the ConfigValid condition message.
 
 from __future__ import annotations
 
-from specinfer_runtime import flags
+from specinfer_runtime import flags, passthrough
 from specinfer_runtime.engine import EngineSpec
 from specinfer_runtime.methods import MTP_ALIASES, PADDED_BATCH_METHODS
 from specinfer_runtime.sampling import RejectionSamplerConfig
@@ -84,6 +84,7 @@ def advise(spec: EngineSpec, prefix: str = "spec") -> list[Problem]:
         )
     found += _verification(spec, path)
     found += unknown_flags(spec, prefix)
+    found += unknown_additional_keys(spec, prefix)
     return found
 
 
@@ -119,6 +120,21 @@ def _verification(spec: EngineSpec, path: str) -> list[Problem]:
             )
         )
     return found
+
+
+def unknown_additional_keys(spec: EngineSpec, prefix: str) -> list[Problem]:
+    """additionalConfig keys vLLM-Ascend does not read: it ignores them without a word."""
+    path = f"{prefix}.additionalConfig" if prefix else "additionalConfig"
+    return [
+        Problem(
+            f"{path}.{key}",
+            "not a key vLLM-Ascend reads (v0.25 to v0.27): it ignores it without a warning; check the spelling "
+            "against vLLM-Ascend's additional_config documentation",
+            "passthrough",
+        )
+        for key in sorted(spec.additional_config or {})
+        if key not in passthrough.ASCEND_ADDITIONAL_KEYS
+    ]
 
 
 def unknown_flags(spec: EngineSpec, prefix: str) -> list[Problem]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from specinfer_runtime import passthrough
 from specinfer_runtime.engine import ENGINE_PORT, EngineSpec
 from specinfer_runtime.methods import DRAFTER_METHODS, EAGLE_HEAD_METHODS
 from specinfer_runtime.sources import HIDDEN_STATES_PATH
@@ -81,13 +82,13 @@ def speculative_config(spec: EngineSpec) -> dict[str, Any]:
 
 def compilation_config(spec: EngineSpec) -> dict[str, Any] | None:
     mode = spec.graph.mode
-    if mode is None or mode == "NONE":
-        return None
-    out: dict[str, Any] = {"cudagraph_mode": mode}
-    sizes = spec.capture_sizes()
-    if sizes:
-        out["cudagraph_capture_sizes"] = sizes
-    return out
+    out: dict[str, Any] = {}
+    if mode is not None and mode != "NONE":
+        out["cudagraph_mode"] = mode
+        sizes = spec.capture_sizes()
+        if sizes:
+            out["cudagraph_capture_sizes"] = sizes
+    return passthrough.merged(out or None, spec.compilation_config)
 
 
 def additional_config(spec: EngineSpec) -> dict[str, Any] | None:
@@ -112,7 +113,7 @@ def additional_config(spec: EngineSpec) -> dict[str, Any] | None:
                 "min_verify_tokens": dv.min_verify_tokens,
             },
         }
-    return out or None
+    return passthrough.merged(out or None, spec.additional_config)
 
 
 def kv_transfer_config(spec: EngineSpec) -> dict[str, Any] | None:

@@ -152,7 +152,28 @@ def _sum(values: list[Any]) -> Any:
     return sum(values)
 
 
+_SUFFIXES = {
+    **{s: 1000**i for i, s in enumerate(("", "k", "M", "G", "T", "P", "E"))},
+    **{s: 1024**i for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"), 1)},
+    "m": 0.001,
+}
+
+
+def _quantity(text: str) -> float:
+    """Kubernetes' `quantity()` as a number, for comparisons (the forms QUANTITY admits)."""
+    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([a-zA-Z]*)", text)
+    if match is None or match.group(2) not in _SUFFIXES:
+        raise ValueError(f"not a quantity: {text!r}")
+    return float(match.group(1)) * float(_SUFFIXES[match.group(2)])
+
+
+def _compare_to(a: float, b: float) -> int:
+    return (a > b) - (a < b)
+
+
 KUBERNETES_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "quantity": _quantity,
+    "compareTo": _compare_to,
     "isSorted": _is_sorted,
     "min": _min,
     "max": _max,

@@ -17,6 +17,7 @@ from specinfer_runtime import (
     flags,
     graph,
     parallelism,
+    passthrough,
     sampling,
     schedule,
     scheduling,
@@ -81,11 +82,19 @@ class EngineSpec(Section):
         description=(
             'Extra `vllm serve` arguments, appended verbatim (e.g. ["--seed", "1024"]). Flags the '
             "operator renders from the spec (model, port, parallelism, --speculative-config, "
-            "--compilation-config, --additional-config, ...) are refused here."
+            "--compilation-config, --additional-config, ...) are refused here: their other keys go in "
+            "compilationConfig and additionalConfig."
         ),
+    )
+    compilation_config: passthrough.Options | None = passthrough.options_field(
+        "vLLM's `--compilation-config`", "e.g. custom_ops, pass_config, compile_sizes"
+    )
+    additional_config: passthrough.Options | None = passthrough.options_field(
+        "vLLM-Ascend's `--additional-config`", "e.g. ascend_compilation_config, eplb_config, enable_cpu_binding"
     )
 
     cel_rules: ClassVar[tuple[Rule, ...]] = _RULES
+    admission_rules: ClassVar[tuple[Rule, ...]] = passthrough.admission_rules("object")
 
     def effective_k(self) -> int:
         """K as rendered, by the same expression the CRD rules use."""

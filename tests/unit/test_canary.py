@@ -10,7 +10,8 @@ import pytest
 from specinfer_operator import canary, observation
 from specinfer_operator.canary import CanaryState
 from specinfer_operator.children import render
-from specinfer_operator.resource import CanarySettings, TelemetrySettings
+from specinfer_operator.rollout_settings import CanarySettings
+from specinfer_operator.service_settings import TelemetrySettings
 from specinfer_operator.status import CANARY, PROMOTING, Observed, Verdict, compute, transitions
 from specinfer_operator.window import Counts, Figures
 from tests.unit.helpers import cr, example

@@ -6,7 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 from specinfer_operator.observation import moved, observed, update
-from specinfer_operator.resource import TelemetrySettings
+from specinfer_operator.service_settings import TelemetrySettings
 from specinfer_operator.status import Desired, Observed, Verdict, compute
 from specinfer_operator.window import Counts, Figures
 

@@ -11,7 +11,7 @@ from specinfer_operator import canary, effective, tuner
 from specinfer_operator.children import RenderDefaults, family_hash
 from specinfer_operator.context import desired_of
 from specinfer_operator.manifests import check
-from specinfer_operator.resource import CanarySettings
+from specinfer_operator.rollout_settings import CanarySettings
 from specinfer_operator.status import Observed, Verdict, compute
 from specinfer_operator.timing import Steps
 from specinfer_operator.window import Counts, Figures

@@ -62,6 +62,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  # spec.disruptionBudget: applied like the other children, deleted when the spec drops it.
+  verbs: ["create", "patch", "delete"]
 {{- end }}
 
 {{/* The engine pods' container port "http": ENGINE_PORT in runtime/specinfer_runtime/engine.py. */}}
@@ -69,7 +73,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 8000
 {{- end }}
 
-{{/* Labels of every engine pod, whatever its resource (_labels in operator/specinfer_operator/children.py). */}}
+{{/* Labels of every engine pod, whatever its resource (labels in operator/specinfer_operator/podspec.py). */}}
 {{- define "specinfer.engineSelector" -}}
 app.kubernetes.io/component: engine
 app.kubernetes.io/managed-by: specinfer-operator

@@ -1,0 +1,345 @@
+"""The engine container: its image, environment, extra mounts, resources and probe timings.
+
+The operator owns the container's command, arguments, ports, its own volumes and the probe endpoints;
+what is set here is merged under them. Mounts may not land on or around the operator's paths (the
+engine config, the models, the caches), so no mount can replace what the operator validated.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import AfterValidator, Field
+
+from specinfer_runtime.base import Section
+from specinfer_runtime.celrules import Rule, cel_list
+from specinfer_runtime.names import DNS_LABEL, DNS_SUBDOMAIN, ENV_NAME
+from specinfer_runtime.sources import DRAFT_TOKEN_ENV, HF_HOME_ENV, HF_TOKEN_ENV, HIDDEN_STATES_PATH, MODEL_ROOT
+
+QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
+Quantity = Annotated[str, Field(max_length=64, pattern=QUANTITY)]
+CONFIG_DIR = "/etc/specinfer"
+HF_HOME = "/var/cache/huggingface"
+# The operator's volumes: no volume of the pod template may take these names.
+OPERATOR_VOLUMES = ("engine-config", "shm", "model-target", "model-draft", "hf-cache", "hidden-states")
+# Where the operator mounts them in the engine container: no other mount may land on, in or above these.
+OPERATOR_PATHS = (CONFIG_DIR, "/dev/shm", MODEL_ROOT, HF_HOME, HIDDEN_STATES_PATH)
+# Environment variables the operator sets itself, and where their values come from.
+RESERVED_ENV = {
+    HF_TOKEN_ENV: "from model.source.huggingFace.tokenSecretRef",
+    DRAFT_TOKEN_ENV: "from speculative.draftModel.source.huggingFace.tokenSecretRef",
+    HF_HOME_ENV: "its model cache",
+}
+ObjectName = Annotated[str, Field(max_length=253, pattern=DNS_SUBDOMAIN)]
+# A path inside a volume: relative, no '..' (Kubernetes refuses both).
+RELATIVE_PATH = r"^[^/\x00][^\x00]*$"
+ABSOLUTE_PATH = r"^(/[^/\x00]+)+$"
+
+
+def no_parent(field: str) -> Rule:
+    return Rule(
+        id="kubernetes",
+        rule=f"!has(self.{field}) || !self.{field}.matches('(^|/)[.][.](/|$)')",
+        message=f"{field} may not contain '..' (Kubernetes refuses it)",
+        field_path=f".{field}",
+    )
+
+
+def exactly_one(fields: tuple[str, ...], what: str) -> Rule:
+    present = ", ".join(f"has(self.{f})" for f in fields)
+    return Rule(
+        id="kubernetes",
+        rule=f"[{present}].filter(x, x).size() == 1",
+        message=f"{what}: set exactly one of {', '.join(fields)}",
+    )
+
+
+class KeySelector(Section):
+    """A key of a Secret or ConfigMap in the namespace (core/v1 SecretKeySelector, ConfigMapKeySelector)."""
+
+    name: ObjectName = Field(description="Name of the Secret or ConfigMap.")
+    key: str = Field(max_length=253, pattern=r"^[-._a-zA-Z0-9]+$", description="The key.")
+    optional: bool | None = Field(default=None, description="Start the pod even when the key is missing.")
+
+
+class FieldSelector(Section):
+    """A field of the pod (core/v1 ObjectFieldSelector): the ones the downward API offers to env."""
+
+    field_path: str = Field(
+        max_length=317,
+        pattern=r"^(metadata\.(name|namespace|uid|labels\['[^']+'\]|annotations\['[^']+'\])|"
+        r"spec\.(nodeName|serviceAccountName)|status\.(hostIP|hostIPs|podIP|podIPs))$",
+        description="e.g. status.podIP, metadata.name, metadata.labels['app'].",
+    )
+
+
+class EnvVarSource(Section):
+    """Where an environment variable's value comes from (core/v1 EnvVarSource)."""
+
+    secret_key_ref: KeySelector | None = Field(default=None, description="A key of a Secret, e.g. VLLM_API_KEY.")
+    config_map_key_ref: KeySelector | None = Field(default=None, description="A key of a ConfigMap.")
+    field_ref: FieldSelector | None = Field(default=None, description="A field of the pod.")
+
+    cel_rules: ClassVar[tuple[Rule, ...]] = (exactly_one(("secretKeyRef", "configMapKeyRef", "fieldRef"), "valueFrom"),)
+
+
+class EnvVar(Section):
+    """An environment variable (core/v1 EnvVar)."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=256,
+        pattern=ENV_NAME,
+        description="Name: printable ASCII characters other than '='.",
+    )
+    value: str = Field(default="", max_length=4096, description="Value.")
+    value_from: EnvVarSource | None = Field(
+        default=None, description="Instead of value: a Secret, ConfigMap or pod field."
+    )
+
+    cel_rules: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            id="kubernetes",
+            rule="self.value == '' || !has(self.valueFrom)",
+            message="value and valueFrom both set %s: keep one",
+            args=("self.name",),
+            field_path=".valueFrom",
+        ),
+    )
+
+    def render(self) -> dict[str, object]:
+        out = self.dump()
+        if self.value_from is not None:
+            del out["value"]
+        return out
+
+
+def _distinct_names(env: list[EnvVar]) -> list[EnvVar]:
+    """Refuse a repeated name, as the API server does for a list keyed by name."""
+    seen: set[str] = set()
+    for var in env:
+        if var.name in seen:
+            raise ValueError(f'Duplicate value: {{"name":"{var.name}"}}')
+        seen.add(var.name)
+    return env
+
+
+EnvList = Annotated[list[EnvVar], AfterValidator(_distinct_names)]
+
+
+def env_field(description: str) -> object:
+    return Field(
+        default=None,
+        max_length=64,
+        description=description,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+
+
+class NamedReference(Section):
+    """A Secret or ConfigMap in the namespace."""
+
+    name: ObjectName = Field(description="Its name.")
+    optional: bool | None = Field(default=None, description="Start the pod even when it is missing.")
+
+
+class EnvFromSource(Section):
+    """Every key of a Secret or ConfigMap as environment variables (core/v1 EnvFromSource)."""
+
+    prefix: str | None = Field(default=None, max_length=128, pattern=ENV_NAME, description="Prepended to each key.")
+    config_map_ref: NamedReference | None = Field(default=None, description="The ConfigMap.")
+    secret_ref: NamedReference | None = Field(default=None, description="The Secret.")
+
+    cel_rules: ClassVar[tuple[Rule, ...]] = (exactly_one(("configMapRef", "secretRef"), "envFrom"),)
+
+
+class VolumeMount(Section):
+    """A volume of spec.podTemplate.spec.volumes mounted into a container (core/v1 VolumeMount)."""
+
+    name: str = Field(max_length=63, pattern=DNS_LABEL, description="The volume's name.")
+    mount_path: str = Field(
+        max_length=512, pattern=ABSOLUTE_PATH, description="Absolute path in the container, without a trailing /."
+    )
+    read_only: bool | None = Field(default=None, description="Mount read-only.")
+    sub_path: str | None = Field(
+        default=None, max_length=512, pattern=RELATIVE_PATH, description="Relative path inside the volume."
+    )
+
+    cel_rules: ClassVar[tuple[Rule, ...]] = (no_parent("mountPath"), no_parent("subPath"))
+
+
+def mounts_field(description: str) -> object:
+    return Field(
+        default=None,
+        max_length=16,
+        description=description,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["mountPath"]},
+    )
+
+
+# A mount at, inside or above one of the operator's paths would hide or replace what it mounts there.
+_CLEAR = " && ".join(
+    f"m.mountPath != '{p}' && !m.mountPath.startsWith('{p}/') && !'{p}'.startsWith(m.mountPath + '/')"
+    for p in OPERATOR_PATHS
+)
+
+
+class RuntimeSettings(Section):
+    """The engine container: the image that runs specinfer-runtime and vLLM-Ascend, and what it gets from
+    the pod."""
+
+    image: str | None = Field(
+        default=None,
+        max_length=512,
+        description="Runtime image (vllm-ascend + arctic-inference + specinfer-runtime); the operator's "
+        "--runtime-image when unset.",
+    )
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
+        default="IfNotPresent", description="Kubernetes imagePullPolicy of the engine container."
+    )
+    image_pull_secrets: list[ObjectName] | None = Field(
+        default=None, max_length=16, description="Names of Secrets used to pull the image."
+    )
+    env: EnvList | None = env_field(  # type: ignore[assignment]
+        "Extra environment variables of the engine, e.g. VLLM_* or ASCEND_* tuning knobs or VLLM_API_KEY from a "
+        f"Secret (valueFrom.secretKeyRef); {', '.join(RESERVED_ENV)} are set by the operator."
+    )
+    env_from: list[EnvFromSource] | None = Field(
+        default=None,
+        max_length=16,
+        description="Secrets and ConfigMaps whose keys become environment variables of the engine; env and the "
+        "operator's own variables win over them.",
+    )
+    volume_mounts: list[VolumeMount] | None = mounts_field(  # type: ignore[assignment]
+        "Volumes of spec.podTemplate.spec.volumes mounted into the engine container, e.g. the Ascend driver "
+        f"(/usr/local/Ascend/driver), LoRA adapters, chat templates. Not on, in or above {', '.join(OPERATOR_PATHS)}, "
+        "where the operator mounts the engine config, the models and the caches."
+    )
+
+    cel_rules: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            id="R18",
+            rule=f"!has(self.env) || !self.env.exists(e, e.name in {cel_list(RESERVED_ENV)})",
+            message="%s: the operator sets "
+            + ", ".join(f"{name} ({source})" for name, source in RESERVED_ENV.items())
+            + ": remove them from env",
+            args=(f"self.env.filter(e, e.name in {cel_list(RESERVED_ENV)}).map(e, e.name)",),
+            field_path=".env",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            id="kubernetes",
+            rule="!has(self.image) || self.image == self.image.trim()",
+            message="image %s has leading or trailing whitespace, which Kubernetes refuses: remove it",
+            args=("self.image",),
+            field_path=".image",
+        ),
+        Rule(
+            id="pod",
+            rule=f"!has(self.volumeMounts) || self.volumeMounts.all(m, {_CLEAR})",
+            message="%s: the operator mounts the engine config, the models and the caches at "
+            f"{', '.join(OPERATOR_PATHS)}; mount elsewhere",
+            args=(f"self.volumeMounts.filter(m, !({_CLEAR})).map(m, m.mountPath)",),
+            field_path=".volumeMounts",
+            reason="FieldValueForbidden",
+        ),
+    )
+
+
+def not_below(limit: str, request: str) -> Rule:
+    return Rule(
+        id="kubernetes",
+        rule=f"!has(self.{limit}) || !has(self.{request}) "
+        f"|| quantity(self.{limit}).compareTo(quantity(self.{request})) >= 0",
+        message=f"{limit} %s is below the request {request} %s, which Kubernetes refuses: raise {limit}",
+        args=(f"self.{limit}", f"self.{request}"),
+        field_path=f".{limit}",
+    )
+
+
+class ProbeTiming(Section):
+    """Timings of one probe of the engine's /health; the operator's default for each unset one."""
+
+    period_seconds: int | None = Field(default=None, ge=1, le=3600, description="Seconds between probes.")
+    timeout_seconds: int | None = Field(default=None, ge=1, le=3600, description="Seconds a probe may take (5).")
+    failure_threshold: int | None = Field(default=None, ge=1, le=100000, description="Failures in a row that count.")
+
+
+class ProbeSettings(Section):
+    """How the kubelet checks the engine (its /health endpoint). Model loading takes minutes: the startup
+    probe allows an hour by default (360 probes 10 s apart) before liveness takes over."""
+
+    startup: ProbeTiming | None = Field(
+        default=None, description="Startup probe; periodSeconds 10, failureThreshold 360 when unset."
+    )
+    readiness: ProbeTiming | None = Field(
+        default=None, description="Readiness probe; periodSeconds 5, failureThreshold 3 when unset."
+    )
+    liveness: ProbeTiming | None = Field(
+        default=None, description="Liveness probe; periodSeconds 15, failureThreshold 4 when unset."
+    )
+
+
+# Extended resource names are qualified names with a domain prefix, like huawei.com/Ascend910.
+RESOURCE_NAME = DNS_SUBDOMAIN.removesuffix("$") + "/" + "[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+
+
+class ResourceSettings(Section):
+    """What each pod requests from the node."""
+
+    npu_resource_name: str | None = Field(
+        default=None,
+        max_length=253,
+        pattern=RESOURCE_NAME,
+        description="Extended resource the Ascend device plugin advertises; the operator's "
+        "--npu-resource-name (huawei.com/Ascend910) when unset.",
+    )
+    npus_per_pod: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="NPUs each pod requests; parallelism.tensor x pipeline x data when unset, and never fewer.",
+    )
+    cpu: Quantity | None = Field(
+        default=None, description="CPU request of the engine container, and its limit unless cpuLimit is set."
+    )
+    memory: Quantity | None = Field(
+        default=None, description="Memory request of the engine container, and its limit unless memoryLimit is set."
+    )
+    cpu_limit: Quantity | None = Field(default=None, description="CPU limit, when it differs from the request.")
+    memory_limit: Quantity | None = Field(default=None, description="Memory limit, when it differs from the request.")
+    shared_memory: Quantity = Field(
+        default="16Gi",
+        description="Size of the in-memory /dev/shm volume (used by the engine's worker processes).",
+    )
+    model_cache: Quantity | None = Field(
+        default=None,
+        description="Size limit of the emptyDir that caches models downloaded from the Hub (and of a draft's "
+        "own download directory); unbounded when unset. Instead, modelCacheClaim keeps downloads across restarts.",
+    )
+    model_cache_claim: ObjectName | None = Field(
+        default=None,
+        description="A PersistentVolumeClaim that holds the Hub model cache (HF_HOME), so that a restarted pod "
+        "does not download the model again. ReadWriteMany when several pods share it.",
+    )
+
+    cel_rules: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            id="kubernetes",
+            rule="!has(self.npuResourceName) || (!self.npuResourceName.startsWith('requests.') "
+            "&& size(self.npuResourceName.split('/')[0]) <= 244)",
+            message="npuResourceName %s is not an extended resource name Kubernetes accepts (a domain of at most "
+            "244 characters not starting with requests., '/', a name): use the device plugin's name, e.g. "
+            "huawei.com/Ascend910",
+            args=("self.npuResourceName",),
+            field_path=".npuResourceName",
+        ),
+        not_below("cpuLimit", "cpu"),
+        not_below("memoryLimit", "memory"),
+        Rule(
+            id="pod",
+            rule="!has(self.modelCache) || !has(self.modelCacheClaim)",
+            message="modelCache sizes an emptyDir, modelCacheClaim replaces it with a claim: set one of them",
+            field_path=".modelCacheClaim",
+        ),
+    )

@@ -1,0 +1,173 @@
+"""vLLM and vLLM-Ascend options the spec does not model, passed through as vLLM spells them.
+
+`compilationConfig` holds more keys of vLLM's `--compilation-config`, `additionalConfig` more keys of
+vLLM-Ascend's `--additional-config`. The keys the operator renders from typed fields are refused there:
+one field sets each key, so a typed rule (capture sizes against K, the verify budget against the method)
+cannot be sidestepped. vLLM's CompilationConfig refuses unknown keys at engine start, so they are refused
+here first; vLLM-Ascend ignores unknown `additional_config` keys, so those get a warning.
+
+A CRD rule cannot see the keys of a free-form map, so these checks run in the admission policy next to
+the CRD (as the label-key checks do), and in-process from the same expressions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, JsonValue
+
+from specinfer_runtime.celrules import Reason, Rule, along, cel_list
+
+# vLLM 0.32's CompilationConfig fields (tests/engine/test_flags.py compares them with the installed vLLM).
+COMPILATION_KEYS = (
+    "backend",
+    "cache_dir",
+    "compile_cache_save_format",
+    "compile_mm_encoder",
+    "compile_ranges_endpoints",
+    "compile_sizes",
+    "cudagraph_capture_sizes",
+    "cudagraph_copy_inputs",
+    "cudagraph_decoder_replay",
+    "cudagraph_mm_encoder",
+    "cudagraph_mode",
+    "cudagraph_num_of_warmups",
+    "cudagraph_specialize_lora",
+    "custom_ops",
+    "debug_dump_path",
+    "decoder_replay_cudagraph_capture_sizes",
+    "decoder_replay_trim_threshold",
+    "dynamic_shapes_config",
+    "encoder_cudagraph_max_frames_per_batch",
+    "encoder_cudagraph_max_vision_items_per_batch",
+    "encoder_cudagraph_token_budgets",
+    "fast_moe_cold_start",
+    "inductor_compile_config",
+    "inductor_passes",
+    "ir_enable_torch_wrap",
+    "max_cudagraph_capture_size",
+    "mode",
+    "pass_config",
+    "splitting_ops",
+    "use_inductor_graph_partition",
+)
+# Compilation keys rendered from spec.graph; max_cudagraph_capture_size must agree with the sizes.
+OWNED_COMPILATION_KEYS = {
+    "cudagraph_mode": "graph.mode",
+    "cudagraph_capture_sizes": "graph.captureSizes or graph.maxBatchSize",
+    "max_cudagraph_capture_size": "graph.captureSizes or graph.maxBatchSize",
+}
+# additional_config keys rendered from spec.speculative.
+OWNED_ADDITIONAL_KEYS = {
+    "rejection_sampler_config": "speculative.rejectionSampler",
+    "dynamic_spec_config": "speculative.dynamicVerification",
+}
+# Top-level additional_config keys vLLM-Ascend reads (v0.25.1 and main); others are ignored by it.
+ASCEND_ADDITIONAL_KEYS = (
+    "ascend_compilation_config",
+    "ascend_fusion_config",
+    "ascend_log_path",
+    "batch_job_sched_config",
+    "c8_enable_reshape_optim",
+    "draft_window_size",
+    "dump_config",
+    "dump_config_path",
+    "dynamic_spec_config",
+    "enable_context_parallel",
+    "enable_cpu_binding",
+    "enable_dsa_cp",
+    "enable_flashcomm1",
+    "enable_fused_mc2",
+    "enable_kv_nz",
+    "enable_mc2_hierarchy_comm",
+    "enable_mlapo",
+    "enable_prefill_mc2",
+    "enable_reduce_sample",
+    "enable_shared_expert_dp",
+    "enable_sleep_mode_extra_cleanup",
+    "enable_sparse_c8",
+    "enable_sparse_li_c8",
+    "enable_sparse_sfa_c8",
+    "enable_transpose_kv_cache_by_block",
+    "eplb_config",
+    "finegrained_tp_config",
+    "mega_moe_max_tokens",
+    "mix_placement",
+    "msmonitor_use_daemon",
+    "multistream_dsv4_dsa_overlap",
+    "multistream_overlap_shared_expert",
+    "pa_shape_list",
+    "profiling_chunk_config",
+    "recompute_scheduler_enable",
+    "refresh",
+    "rejection_sampler_config",
+    "rl_config",
+    "scheduler_config",
+    "short_request_first_config",
+    "sparse_kv_offload_config",
+    "weight_nz_mode",
+    "xlite_graph_config",
+)
+
+
+def options_field(flag: str, what: str) -> Any:
+    """A map of vLLM keys to JSON values; the CRD keeps the values as they are (no schema to prune them)."""
+    return Field(
+        default=None,
+        max_length=32,
+        description=f"More keys of {flag} ({what}), spelled as vLLM spells them (snake_case), with JSON values. "
+        "Keys the operator renders from typed fields are refused here.",
+        json_schema_extra={"additionalProperties": {"x-kubernetes-preserve-unknown-fields": True}},
+    )
+
+
+Options = dict[str, JsonValue]
+
+
+def _keys(target: str, keys: str, message: str, field: str, reason: Reason = "FieldValueForbidden") -> Rule:
+    return Rule(
+        id="passthrough",
+        rule=along(target, lambda m: f"{m}.all(k, {keys})"),
+        message="%s: " + message,
+        args=(f"{target}.filter(k, !({keys}))",),
+        field_path=field,
+        reason=reason,
+    )
+
+
+def admission_rules(root: str) -> tuple[Rule, ...]:
+    """Key checks of both maps in the object at `root` (`object` for an engine spec, `object.spec` in a
+    SpeculativeInference)."""
+    field = root.removeprefix("object").removeprefix(".")
+    at = f"{field}." if field else ""
+    owned_compilation = ", ".join(f"{k} ({v})" for k, v in OWNED_COMPILATION_KEYS.items())
+    owned_additional = ", ".join(f"{k} ({v})" for k, v in OWNED_ADDITIONAL_KEYS.items())
+    allowed = [k for k in COMPILATION_KEYS if k not in OWNED_COMPILATION_KEYS]
+    return (
+        _keys(
+            f"{root}.compilationConfig",
+            f"!(k in {cel_list(OWNED_COMPILATION_KEYS)})",
+            f"rendered by the operator from typed fields: {owned_compilation}: set those instead",
+            f"{at}compilationConfig",
+        ),
+        _keys(
+            f"{root}.compilationConfig",
+            f"k in {cel_list(COMPILATION_KEYS)}",
+            "not a key of vLLM's compilation_config, which refuses unknown keys; the keys are: " + ", ".join(allowed),
+            f"{at}compilationConfig",
+            "FieldValueInvalid",
+        ),
+        _keys(
+            f"{root}.additionalConfig",
+            f"!(k in {cel_list(OWNED_ADDITIONAL_KEYS)})",
+            f"rendered by the operator from typed fields: {owned_additional}: set those instead",
+            f"{at}additionalConfig",
+        ),
+    )
+
+
+def merged(rendered: dict[str, Any] | None, extra: Options | None) -> dict[str, Any] | None:
+    """The operator's keys over the passed-through ones (admission refuses a clash; this keeps it so)."""
+    if not extra:
+        return rendered
+    return {**extra, **(rendered or {})}
