@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from specinfer_operator.kubeyaml import MAX_BYTES, ManifestError, Parsed, documents
+from specinfer_operator.podtemplate import overridden
 from specinfer_operator.resource import API_VERSION, GROUP, KIND, SpeculativeInference
 from specinfer_runtime.advisories import advise
 from specinfer_runtime.validation import Problem, Report, validate
@@ -228,4 +229,4 @@ def check(data: Any) -> Report[SpeculativeInference]:
     problems = identity_problems(data)
     if problems:
         return Report(errors=problems)
-    return validate(SpeculativeInference, data, advise=lambda cr: advise(cr.spec))
+    return validate(SpeculativeInference, data, advise=lambda cr: advise(cr.spec) + overridden(cr.spec.pod_template))

@@ -70,9 +70,9 @@ def test_api_server_agrees_with_the_python_validator(
 def test_what_the_operator_renders_is_accepted(
     cluster: Cluster, namespace: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Every valid case and example renders into children (ConfigMap, Deployment, Service, PodDisruptionBudget) the API server takes
-    (a dry-run server-side apply, as the operator itself applies them): a resource `kubectl apply` accepted
-    never fails at the operator's apply."""
+    """Every valid case and example renders into children (ConfigMap, Deployment, Service, PodDisruptionBudget)
+    that the API server takes (a dry-run server-side apply, as the operator itself applies them): a resource
+    `kubectl apply` accepted never fails at the operator's apply."""
     kube = Kube(cluster.api)
     resources = [(c.name, c.resource) for c in CASES if c.valid] + [
         (path.name, yaml.safe_load(path.read_text())) for path in sorted(EXAMPLES.glob("*.yaml"))

@@ -51,6 +51,8 @@ ENGINE_FIELDS = (
     "spec.graph",
     "spec.scheduling",
     "spec.engineArgs",
+    "spec.compilationConfig",
+    "spec.additionalConfig",
 )
 
 

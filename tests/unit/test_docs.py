@@ -44,3 +44,11 @@ def test_each_option_example_is_on_the_options_page_and_valid(example: Path) -> 
     assert example.read_text() in YAML_BLOCK.findall((DOCS / "options.md").read_text())
     report = check(yaml.safe_load(example.read_text()))
     assert report.ok, report.errors
+
+
+def test_the_pod_settings_page_shows_the_tested_example() -> None:
+    text = (DOCS.parent / "pod-template.md").read_text()
+    example = EXAMPLES / "pod" / "ascend-cluster.yaml"
+    assert YAML_BLOCK.findall(text)[0] == example.read_text()
+    report = check(yaml.safe_load(example.read_text()))
+    assert report.ok, report.errors
