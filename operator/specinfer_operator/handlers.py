@@ -23,6 +23,9 @@ WORKERS = 32  # sync handlers block on API calls; 2 cores' default of 6 queues t
 # default, 5 s, is shorter than the watch lag while hundreds of resources are created at once: kopf then
 # took a resource's stale copy for a new creation and reconciled it a second time (a third more writes).
 CONSISTENCY_SECONDS = 60
+# A refused child is retried this often: one dry run per refused resource, and the cause (a policy, a quota)
+# may go at any time.
+RETRY_SECONDS = 30
 
 
 @kopf.on.startup()
@@ -100,7 +103,7 @@ def _apply_rejected(status: kopf.Status, **_: Any) -> bool:
     )
 
 
-@kopf.timer(GROUP, VERSION, PLURAL, interval=60, initial_delay=60, when=_apply_rejected)
+@kopf.timer(GROUP, VERSION, PLURAL, interval=RETRY_SECONDS, initial_delay=RETRY_SECONDS, when=_apply_rejected)
 def retry_rejected(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
     """A child the API server refused may pass later (an admission policy or quota changed): try again."""
     on_spec(body=body, memo=memo, **kwargs)

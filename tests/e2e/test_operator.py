@@ -258,8 +258,8 @@ def test_a_child_the_api_server_refuses_leaves_the_deployment_untouched(cluster:
         assert [c["metadata"]["name"] for c in config_maps] == [f"policed-engine-{before_hash(before)}"]
     finally:
         cluster.kubectl("delete", "-f", "-", "--wait", stdin=policy)
-    # The operator retries such a resource every minute: the cause was outside the spec.
-    recovered = wait_ready(cluster, namespace, "policed", timeout=150)
+    # The operator retries such a resource every 30 seconds: the cause was outside the spec.
+    recovered = wait_ready(cluster, namespace, "policed", timeout=90)
     assert recovered["status"]["speculation"]["numSpeculativeTokens"] == 4
     assert condition(recovered, "ConfigValid")["status"] == "True"
 
