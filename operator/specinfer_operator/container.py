@@ -45,6 +45,15 @@ def no_parent(field: str) -> Rule:
     )
 
 
+IMAGE_TRIMMED = Rule(
+    id="kubernetes",
+    rule="!has(self.image) || self.image == self.image.trim()",
+    message="image %s has leading or trailing whitespace, which Kubernetes refuses: remove it",
+    args=("self.image",),
+    field_path=".image",
+)
+
+
 def exactly_one(fields: tuple[str, ...], what: str) -> Rule:
     present = ", ".join(f"has(self.{f})" for f in fields)
     return Rule(
@@ -227,13 +236,7 @@ class RuntimeSettings(Section):
             field_path=".env",
             reason="FieldValueForbidden",
         ),
-        Rule(
-            id="kubernetes",
-            rule="!has(self.image) || self.image == self.image.trim()",
-            message="image %s has leading or trailing whitespace, which Kubernetes refuses: remove it",
-            args=("self.image",),
-            field_path=".image",
-        ),
+        IMAGE_TRIMMED,
         Rule(
             id="pod",
             rule=f"!has(self.volumeMounts) || self.volumeMounts.all(m, {_CLEAR})",

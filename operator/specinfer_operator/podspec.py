@@ -30,7 +30,7 @@ from specinfer_runtime.sources import (
 CONFIG_FILE = "engine.json"
 MANAGER = "specinfer-operator"
 TERMINATION_GRACE_SECONDS = 60
-# (path, periodSeconds, failureThreshold) of each probe when spec.probes leaves it unset.
+# (periodSeconds, failureThreshold) of each probe when spec.probes leaves it unset.
 PROBE_DEFAULTS = {"startup": (10, 360), "readiness": (5, 3), "liveness": (15, 4)}
 PROBE_TIMEOUT_SECONDS = 5
 
@@ -183,7 +183,7 @@ def pod_template(
 ) -> dict[str, Any]:
     """The Deployment's pod template; the operator's labels and `annotations` win over the overlay's."""
     overlay = spec.pod_template
-    extra = (overlay.spec if overlay else None) or None
+    extra = overlay.spec if overlay else None
     models = storage(spec.engine(), spec.resources)
     volumes = [
         {"name": "engine-config", "configMap": {"name": config_map}},

@@ -15,6 +15,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field
 
 from specinfer_operator.container import (
+    IMAGE_TRIMMED,
     OPERATOR_VOLUMES,
     RELATIVE_PATH,
     EnvFromSource,
@@ -239,13 +240,7 @@ class Container(Section):
             field_path=".name",
             reason="FieldValueForbidden",
         ),
-        Rule(
-            id="kubernetes",
-            rule="self.image == self.image.trim()",
-            message="image %s has leading or trailing whitespace, which Kubernetes refuses: remove it",
-            args=("self.image",),
-            field_path=".image",
-        ),
+        IMAGE_TRIMMED,
     )
 
 

@@ -108,8 +108,8 @@ class SpeculativeInferenceSpec(EngineSpec):
 
 
 def label_map_keys(path: str) -> Rule:
-    """Keys of the label map at `path` are qualified names. A CRD schema cannot bound the size of map keys,
-    so CEL in the CRD could not afford this check: the admission policy makes it (see crd.py)."""
+    """Keys of the label or annotation map at `path` are qualified names. A CRD schema cannot bound the size of
+    map keys, so CEL in the CRD could not afford this check: the admission policy makes it (see crd.py)."""
     listed = "[]" in path
     target = f"object.{path}"
     return Rule(
