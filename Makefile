@@ -64,7 +64,7 @@ crd: setup
 	$(BIN)/specinfer crd > crds/speculativeinference.yaml
 	cp crds/speculativeinference.yaml charts/specinfer-operator/crds/speculativeinference.yaml
 
-## vllm-flags: regenerate the table of vllm serve's flags (and which the operator owns) from the engine venv's vLLM
+## vllm-flags: regenerate the table of vllm serve's flags (and which the operator owns) and of --compilation-config's keys from the engine venv's vLLM
 vllm-flags: setup
 	venv="$$(hack/engine-venv)" && "$$venv/bin/python" -m tests.engine.vllm_flags table runtime/specinfer_runtime/vllm_serve_flags.json
 

@@ -16,41 +16,12 @@ from typing import Any
 
 from pydantic import Field, JsonValue
 
+from specinfer_runtime import flags
 from specinfer_runtime.celrules import Reason, Rule, along, cel_list
 
-# vLLM 0.32's CompilationConfig fields (tests/engine/test_flags.py compares them with the installed vLLM).
-COMPILATION_KEYS = (
-    "backend",
-    "cache_dir",
-    "compile_cache_save_format",
-    "compile_mm_encoder",
-    "compile_ranges_endpoints",
-    "compile_sizes",
-    "cudagraph_capture_sizes",
-    "cudagraph_copy_inputs",
-    "cudagraph_decoder_replay",
-    "cudagraph_mm_encoder",
-    "cudagraph_mode",
-    "cudagraph_num_of_warmups",
-    "cudagraph_specialize_lora",
-    "custom_ops",
-    "debug_dump_path",
-    "decoder_replay_cudagraph_capture_sizes",
-    "decoder_replay_trim_threshold",
-    "dynamic_shapes_config",
-    "encoder_cudagraph_max_frames_per_batch",
-    "encoder_cudagraph_max_vision_items_per_batch",
-    "encoder_cudagraph_token_budgets",
-    "fast_moe_cold_start",
-    "inductor_compile_config",
-    "inductor_passes",
-    "ir_enable_torch_wrap",
-    "max_cudagraph_capture_size",
-    "mode",
-    "pass_config",
-    "splitting_ops",
-    "use_inductor_graph_partition",
-)
+# vLLM's CompilationConfig fields, from the table `make vllm-flags` derives from the installed vLLM (the engine
+# suite fails when it is stale).
+COMPILATION_KEYS: tuple[str, ...] = tuple(flags.TABLE["compilation_config_keys"])
 # Compilation keys rendered from spec.graph; max_cudagraph_capture_size must agree with the sizes.
 OWNED_COMPILATION_KEYS = {
     "cudagraph_mode": "graph.mode",

@@ -5,11 +5,11 @@
 
 Results go to a file: vLLM's logging writes to standard output.
 
-`table` derives, from the parser's actions, every option string of the settings the operator renders
-(long flags, `--no-` forms and short aliases), every other option string, and the options the
-operator's prefix rule must leave alone because they are real flags of their own (`-dpl` starts like
-`-dp`). `parse` runs `vllm serve MODEL <args>` through vLLM's parser, including its own rewriting
-(underscores, `--flag.key value`, `-O3`), and reports which settings each argument list reached.
+`table` derives the keys `--compilation-config` takes and, from the parser's actions, every option string
+of the settings the operator renders (long flags, `--no-` forms and short aliases), every other option
+string, and the options the operator's prefix rule must leave alone because they are real flags of their
+own (`-dpl` starts like `-dp`). `parse` runs `vllm serve MODEL <args>` through vLLM's parser, including its
+own rewriting (underscores, `--flag.key value`, `-O3`), and reports which settings each argument list reached.
 """
 
 from __future__ import annotations
@@ -80,6 +80,15 @@ def serve_parser() -> tuple[Any, Any]:
     return top, serve
 
 
+def compilation_keys() -> list[str]:
+    """The keys of `--compilation-config`: vLLM's CompilationConfig refuses any other."""
+    import dataclasses
+
+    from vllm.config.compilation import CompilationConfig
+
+    return sorted(f.name for f in dataclasses.fields(CompilationConfig) if f.init)
+
+
 def table() -> dict[str, Any]:
     from specinfer_runtime.flags import lookalikes
 
@@ -96,6 +105,7 @@ def table() -> dict[str, Any]:
         "owned": owned,
         "lookalikes": lookalikes(sorted(owned), others),
         "options": sorted(dests),
+        "compilation_config_keys": compilation_keys(),
     }
 
 
