@@ -55,6 +55,14 @@ METHODS: dict[str, Callable[[TinyModels], dict[str, Any]]] = {
         "draftModel": {"name": m.draft},
         "rejectionSampleMethod": "block",
     },
+    # Parallel drafting (PARD): all K draft tokens from one forward pass of the draft, mask tokens standing in
+    # for the ones not drafted yet; lossless like any draft.
+    "draft_model-pard": lambda m: {
+        "method": "draft_model",
+        "numSpeculativeTokens": 3,
+        "draftModel": {"name": m.pard_draft},
+        "parallelDrafting": True,
+    },
 }
 
 

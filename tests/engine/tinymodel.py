@@ -26,6 +26,8 @@ from pathlib import Path
 ORGANIZATION = "specinfer-tests"
 TARGET = f"{ORGANIZATION}/tiny-llama"
 DRAFT = f"{ORGANIZATION}/tiny-llama-draft"
+# The draft again, with the mask token parallel drafting (PARD) puts in the positions it drafts at once.
+PARD_DRAFT = f"{ORGANIZATION}/tiny-llama-pard-draft"
 VOCAB_SIZE = 512
 SEED = 1234
 MAX_POSITIONS = 1024
@@ -48,6 +50,7 @@ class TinyModels:
     draft: str
     target_dir: Path
     draft_dir: Path
+    pard_draft: str = PARD_DRAFT
 
     def to_json(self) -> str:
         return json.dumps({k: str(v) for k, v in self.__dict__.items()}, indent=2)
@@ -62,6 +65,7 @@ class TinyModels:
             draft=data["draft"],
             target_dir=Path(data["target_dir"]),
             draft_dir=Path(data["draft_dir"]),
+            pard_draft=data["pard_draft"],
         )
 
 
@@ -170,6 +174,11 @@ def build(hf_home: Path, size: Size = Size(), target: str = TARGET, draft: str =
         model.save_pretrained(staging, safe_serialization=True)
         tokenizer.save_pretrained(staging)  # type: ignore[attr-defined]
         dirs.append(_publish(staging, hf_home, name))
+    pard = staging_root / PARD_DRAFT.replace("/", "--")
+    shutil.copytree(dirs[1], pard)
+    config = json.loads((pard / "config.json").read_text())
+    (pard / "config.json").write_text(json.dumps({**config, "pard_token": VOCAB_SIZE - 1}, indent=2))
+    _publish(pard, hf_home, PARD_DRAFT)
     shutil.rmtree(staging_root)  # what is left are builds equal to a snapshot already there
     return TinyModels(hf_home=hf_home, target=target, draft=draft, target_dir=dirs[0], draft_dir=dirs[1])
 
