@@ -11,10 +11,17 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, Field
 
-from specinfer_runtime.base import Section
+from specinfer_runtime.base import Section, list_map
 from specinfer_runtime.celrules import Rule, cel_list
 from specinfer_runtime.names import DNS_LABEL, DNS_SUBDOMAIN, ENV_NAME
-from specinfer_runtime.sources import DRAFT_TOKEN_ENV, HF_HOME_ENV, HF_TOKEN_ENV, HIDDEN_STATES_PATH, MODEL_ROOT
+from specinfer_runtime.sources import (
+    DRAFT_TOKEN_ENV,
+    HF_HOME_ENV,
+    HF_TOKEN_ENV,
+    HIDDEN_STATES_PATH,
+    MODEL_ROOT,
+    exactly_one,
+)
 
 QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
 Quantity = Annotated[str, Field(max_length=64, pattern=QUANTITY)]
@@ -30,6 +37,7 @@ RESERVED_ENV = {
     DRAFT_TOKEN_ENV: "from speculative.draftModel.source.huggingFace.tokenSecretRef",
     HF_HOME_ENV: "its model cache",
 }
+MAX_MOUNTS = 16
 ObjectName = Annotated[str, Field(max_length=253, pattern=DNS_SUBDOMAIN)]
 # A path inside a volume: relative, no '..' (Kubernetes refuses both).
 RELATIVE_PATH = r"^[^/\x00][^\x00]*$"
@@ -52,15 +60,6 @@ IMAGE_TRIMMED = Rule(
     args=("self.image",),
     field_path=".image",
 )
-
-
-def exactly_one(fields: tuple[str, ...], what: str) -> Rule:
-    present = ", ".join(f"has(self.{f})" for f in fields)
-    return Rule(
-        id="kubernetes",
-        rule=f"[{present}].filter(x, x).size() == 1",
-        message=f"{what}: set exactly one of {', '.join(fields)}",
-    )
 
 
 class KeySelector(Section):
@@ -89,7 +88,9 @@ class EnvVarSource(Section):
     config_map_key_ref: KeySelector | None = Field(default=None, description="A key of a ConfigMap.")
     field_ref: FieldSelector | None = Field(default=None, description="A field of the pod.")
 
-    cel_rules: ClassVar[tuple[Rule, ...]] = (exactly_one(("secretKeyRef", "configMapKeyRef", "fieldRef"), "valueFrom"),)
+    cel_rules: ClassVar[tuple[Rule, ...]] = (
+        exactly_one(("secretKeyRef", "configMapKeyRef", "fieldRef"), "value source"),
+    )
 
 
 class EnvVar(Section):
@@ -136,15 +137,6 @@ def _distinct_names(env: list[EnvVar]) -> list[EnvVar]:
 EnvList = Annotated[list[EnvVar], AfterValidator(_distinct_names)]
 
 
-def env_field(description: str) -> object:
-    return Field(
-        default=None,
-        max_length=64,
-        description=description,
-        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
-    )
-
-
 class NamedReference(Section):
     """A Secret or ConfigMap in the namespace."""
 
@@ -159,7 +151,7 @@ class EnvFromSource(Section):
     config_map_ref: NamedReference | None = Field(default=None, description="The ConfigMap.")
     secret_ref: NamedReference | None = Field(default=None, description="The Secret.")
 
-    cel_rules: ClassVar[tuple[Rule, ...]] = (exactly_one(("configMapRef", "secretRef"), "envFrom"),)
+    cel_rules: ClassVar[tuple[Rule, ...]] = (exactly_one(("configMapRef", "secretRef"), "environment source"),)
 
 
 class VolumeMount(Section):
@@ -175,15 +167,6 @@ class VolumeMount(Section):
     )
 
     cel_rules: ClassVar[tuple[Rule, ...]] = (no_parent("mountPath"), no_parent("subPath"))
-
-
-def mounts_field(description: str) -> object:
-    return Field(
-        default=None,
-        max_length=16,
-        description=description,
-        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["mountPath"]},
-    )
 
 
 # A mount at, inside or above one of the operator's paths would hide or replace what it mounts there.
@@ -209,9 +192,11 @@ class RuntimeSettings(Section):
     image_pull_secrets: list[ObjectName] | None = Field(
         default=None, max_length=16, description="Names of Secrets used to pull the image."
     )
-    env: EnvList | None = env_field(  # type: ignore[assignment]
+    env: EnvList | None = list_map(
+        "name",
+        64,
         "Extra environment variables of the engine, e.g. VLLM_* or ASCEND_* tuning knobs or VLLM_API_KEY from a "
-        f"Secret (valueFrom.secretKeyRef); {', '.join(RESERVED_ENV)} are set by the operator."
+        f"Secret (valueFrom.secretKeyRef); {', '.join(RESERVED_ENV)} are set by the operator.",
     )
     env_from: list[EnvFromSource] | None = Field(
         default=None,
@@ -219,10 +204,12 @@ class RuntimeSettings(Section):
         description="Secrets and ConfigMaps whose keys become environment variables of the engine; env and the "
         "operator's own variables win over them.",
     )
-    volume_mounts: list[VolumeMount] | None = mounts_field(  # type: ignore[assignment]
+    volume_mounts: list[VolumeMount] | None = list_map(
+        "mountPath",
+        MAX_MOUNTS,
         "Volumes of spec.podTemplate.spec.volumes mounted into the engine container, e.g. the Ascend driver "
         f"(/usr/local/Ascend/driver), LoRA adapters, chat templates. Not on, in or above {', '.join(OPERATOR_PATHS)}, "
-        "where the operator mounts the engine config, the models and the caches."
+        "where the operator mounts the engine config, the models and the caches.",
     )
 
     cel_rules: ClassVar[tuple[Rule, ...]] = (

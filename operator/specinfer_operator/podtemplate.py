@@ -16,6 +16,7 @@ from pydantic import Field
 
 from specinfer_operator.container import (
     IMAGE_TRIMMED,
+    MAX_MOUNTS,
     OPERATOR_VOLUMES,
     RELATIVE_PATH,
     EnvFromSource,
@@ -23,19 +24,16 @@ from specinfer_operator.container import (
     ObjectName,
     Quantity,
     VolumeMount,
-    env_field,
-    exactly_one,
-    mounts_field,
     no_parent,
 )
-from specinfer_operator.scheduling import INT_BOUND, LabelMap
-from specinfer_runtime.base import Section
+from specinfer_operator.scheduling import INT_BOUND, AnnotationMap, LabelMap
+from specinfer_runtime.base import Section, list_map
 from specinfer_runtime.celrules import Rule, cel_list
 from specinfer_runtime.engine import ENGINE_PORT
 from specinfer_runtime.names import DNS_LABEL, DNS_SUBDOMAIN
+from specinfer_runtime.sources import exactly_one
 from specinfer_runtime.validation import Problem
 
-AnnotationMap = dict[str, Annotated[str, Field(max_length=4096)]]
 # Volumes every engine pod has, which sidecars may mount besides their own.
 SHARED_VOLUMES = ("engine-config", "shm")
 MODE = Field(default=None, ge=0, le=511, description="File mode bits (0-0777; decimal in JSON).")
@@ -137,7 +135,7 @@ class Volume(Section):
     csi: CSISource | None = Field(default=None, description="A CSI driver's volume.")
 
     cel_rules: ClassVar[tuple[Rule, ...]] = (
-        exactly_one(VOLUME_SOURCES, "a volume has one source"),
+        exactly_one(VOLUME_SOURCES, "volume"),
         Rule(
             id="pod",
             rule=f"!(self.name in {cel_list(OPERATOR_VOLUMES)})",
@@ -223,11 +221,13 @@ class Container(Section):
     command: Strings | None = Field(default=None, max_length=64, description="Entrypoint.")
     args: Strings | None = Field(default=None, max_length=64, description="Arguments.")
     working_dir: str | None = Field(default=None, max_length=1024, description="Working directory.")
-    env: EnvList | None = env_field("Environment variables.")  # type: ignore[assignment]
+    env: EnvList | None = list_map("name", 64, "Environment variables.")
     env_from: list[EnvFromSource] | None = Field(default=None, max_length=16, description="Secrets and ConfigMaps.")
     ports: list[ContainerPort] | None = Field(default=None, max_length=8, description="Ports.")
-    volume_mounts: list[VolumeMount] | None = mounts_field(  # type: ignore[assignment]
-        f"Volumes of spec.podTemplate.spec.volumes (or the operator's {', '.join(SHARED_VOLUMES)}) to mount."
+    volume_mounts: list[VolumeMount] | None = list_map(
+        "mountPath",
+        MAX_MOUNTS,
+        f"Volumes of spec.podTemplate.spec.volumes (or the operator's {', '.join(SHARED_VOLUMES)}) to mount.",
     )
     resources: ResourceRequirements | None = Field(default=None, description="Requests and limits.")
     security_context: SecurityContext | None = Field(default=None, description="Who it runs as.")
@@ -249,15 +249,6 @@ class InitContainer(Container):
 
     restart_policy: Literal["Always"] | None = Field(
         default=None, description="Always: a sidecar started before the engine and kept running beside it."
-    )
-
-
-def _keyed(description: str, max_items: int) -> object:
-    return Field(
-        default=None,
-        max_length=max_items,
-        description=description,
-        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
 
 
@@ -286,10 +277,10 @@ class PodSpecOverlay(Section):
         le=INT_BOUND,
         description="Seconds a stopping engine gets to finish its requests; 60 when unset.",
     )
-    volumes: list[Volume] | None = _keyed("Volumes, for spec.runtime.volumeMounts and the sidecars.", 16)  # type: ignore[assignment]
-    containers: list[Container] | None = _keyed("Sidecars beside the engine container.", 4)  # type: ignore[assignment]
-    init_containers: list[InitContainer] | None = _keyed(  # type: ignore[assignment]
-        "Containers run before the engine starts, or native sidecars (restartPolicy Always).", 4
+    volumes: list[Volume] | None = list_map("name", 16, "Volumes, for spec.runtime.volumeMounts and the sidecars.")
+    containers: list[Container] | None = list_map("name", 4, "Sidecars beside the engine container.")
+    init_containers: list[InitContainer] | None = list_map(
+        "name", 4, "Containers run before the engine starts, or native sidecars (restartPolicy Always)."
     )
 
     cel_rules: ClassVar[tuple[Rule, ...]] = (

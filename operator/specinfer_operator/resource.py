@@ -19,7 +19,7 @@ from specinfer_operator.scheduling import PLACEMENT_LABEL_MAPS, PlacementSetting
 from specinfer_operator.service_settings import ServiceSettings, TelemetrySettings
 from specinfer_runtime import passthrough
 from specinfer_runtime.base import Section, section_field
-from specinfer_runtime.celrules import Rule, along
+from specinfer_runtime.celrules import Rule, map_keys
 from specinfer_runtime.engine import EngineSpec
 from specinfer_runtime.names import QUALIFIED_NAME_FORMAT, qualified_name
 
@@ -108,16 +108,15 @@ class SpeculativeInferenceSpec(EngineSpec):
 
 
 def label_map_keys(path: str) -> Rule:
-    """Keys of the label or annotation map at `path` are qualified names. A CRD schema cannot bound the size of
-    map keys, so CEL in the CRD could not afford this check: the admission policy makes it (see crd.py)."""
-    listed = "[]" in path
-    target = f"object.{path}"
-    return Rule(
-        id="kubernetes",
-        rule=along(target, lambda m: f"{m}.all(k, {qualified_name('k')})"),
-        message=("" if listed else "Invalid value: %s: ") + f"keys must be qualified names: {QUALIFIED_NAME_FORMAT}",
-        args=() if listed else (f"{target}.filter(k, !{qualified_name('k')})",),
-        field_path=path.replace("[]", "[*]"),
+    """Keys of the label or annotation map at `path` are qualified names (inside a list, `[]`, no single
+    map can be named in the message)."""
+    lead = "" if "[]" in path else "Invalid value: %s: "
+    return map_keys(
+        "kubernetes",
+        f"object.{path}",
+        qualified_name("k"),
+        f"{lead}keys must be qualified names: {QUALIFIED_NAME_FORMAT}",
+        path.replace("[]", "[*]"),
     )
 
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from specinfer_runtime.base import Section
+from specinfer_runtime.base import Section, list_map
 
 
 class Condition(Section):
@@ -227,12 +227,11 @@ class SpeculativeInferenceStatus(Section):
     """Observed state, written by the operator."""
 
     observed_generation: int | None = Field(default=None, description="Generation last reconciled.")
-    conditions: list[Condition] | None = Field(
-        default=None,
-        max_length=16,
-        description="Ready, Progressing, Degraded, ConfigValid; Reconciling and Stalled mirror Progressing and "
+    conditions: list[Condition] | None = list_map(
+        "type",
+        16,
+        "Ready, Progressing, Degraded, ConfigValid; Reconciling and Stalled mirror Progressing and "
         "Degraded for kstatus (Flux); LowAcceptance once the engines have drafted enough to judge.",
-        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
     replicas: int | None = Field(default=None, description="Pods of the current Deployment.")
     ready_replicas: int | None = Field(default=None, description="Pods that are Ready.")

@@ -24,6 +24,8 @@ Key = Annotated[str, Field(min_length=1, max_length=317)]
 # Keys in a map cannot be bounded in a CRD schema, so CEL cannot afford to check them there: the
 # ValidatingAdmissionPolicy generated next to the CRD does (see resource.ADMISSION_RULES).
 LabelMap = dict[str, LabelValue]
+# Annotations: keys as for labels (the admission policy checks them), values up to 4 KiB each.
+AnnotationMap = dict[str, Annotated[str, Field(max_length=4096)]]
 
 
 def key_rule(field: str, what: str) -> Rule:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from specinfer_operator.scheduling import AnnotationMap
 from specinfer_runtime.base import Section
 from specinfer_runtime.celrules import Rule
 
@@ -15,7 +16,7 @@ class ServiceSettings(Section):
 
     type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field(default="ClusterIP", description="Service type.")
     port: int = Field(default=8000, ge=1, le=65535, description="Port of the Service and of vLLM (vLLM: `--port`).")
-    annotations: dict[str, Annotated[str, Field(max_length=4096)]] | None = Field(
+    annotations: AnnotationMap | None = Field(
         default=None,
         max_length=32,
         description="Annotations of the Service, e.g. a cloud load balancer's settings.",

@@ -62,6 +62,17 @@ def section_field(model: type[Section], description: str) -> Any:
     return Field(default_factory=model, description=description, json_schema_extra={"default": model().dump()})
 
 
+def list_map(key: str, max_items: int, description: str) -> Any:
+    """An optional list keyed by `key`, as Kubernetes keeps one (server-side apply merges by it, and the API
+    server refuses a repeated key)."""
+    return Field(
+        default=None,
+        max_length=max_items,
+        description=description,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": [key]},
+    )
+
+
 def unique(values: list[int]) -> list[int]:
     """Refuse repeated list items, with the API server's wording."""
     seen: set[int] = set()

@@ -253,6 +253,22 @@ def _along(expr: str, fields: list[str], test: Callable[[str], str], depth: int)
     return f"(!has({inner}) || {body})"
 
 
+def map_keys(
+    rule_id: str, target: str, test: str, message: str, field_path: str, reason: Reason = "FieldValueInvalid"
+) -> Rule:
+    """CEL: every key `k` of the map at `target` passes `test`, wherever the map is set. A `%s` in the message
+    names the keys that do not. For the admission policy: a CRD schema cannot bound map keys, so CEL in the
+    CRD could not afford such a check (see crd.py)."""
+    return Rule(
+        id=rule_id,
+        rule=along(target, lambda m: f"{m}.all(k, {test})"),
+        message=message,
+        args=(f"{target}.filter(k, !({test}))",) if "%s" in message else (),
+        field_path=field_path,
+        reason=reason,
+    )
+
+
 def cel_in(expr: str, values: Iterable[str]) -> str:
     """`expr in [...]`: membership in a list of Python constants."""
     return f"{expr} in {cel_list(values)}"

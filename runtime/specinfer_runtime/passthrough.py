@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import Field, JsonValue
 
 from specinfer_runtime import flags
-from specinfer_runtime.celrules import Reason, Rule, along, cel_list
+from specinfer_runtime.celrules import Reason, Rule, cel_list, map_keys
 
 # vLLM's CompilationConfig fields, from the table `make vllm-flags` derives from the installed vLLM (the engine
 # suite fails when it is stale).
@@ -96,14 +96,7 @@ Options = dict[str, JsonValue]
 
 
 def _keys(target: str, keys: str, message: str, field: str, reason: Reason = "FieldValueForbidden") -> Rule:
-    return Rule(
-        id="passthrough",
-        rule=along(target, lambda m: f"{m}.all(k, {keys})"),
-        message="%s: " + message,
-        args=(f"{target}.filter(k, !({keys}))",),
-        field_path=field,
-        reason=reason,
-    )
+    return map_keys("passthrough", target, keys, "%s: " + message, field, reason)
 
 
 def admission_rules(root: str) -> tuple[Rule, ...]:
