@@ -20,11 +20,11 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from specinfer_operator.podspec import TRACK_LABEL
 from specinfer_operator.resource import SpeculativeInference
 from specinfer_operator.rollout_settings import CanarySettings
 from specinfer_operator.status import CANARY, PROMOTING, SLOWER
 
-TRACK_LABEL = "specinfer.io/track"
 ACTION_ANNOTATION = "specinfer.io/canary"  # `promote` or `abort`, set by hand; removed once acted on
 ACTIONS = ("promote", "abort")
 

@@ -13,14 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from specinfer_operator.podspec import CONFIG_FILE, labels, pod_template, selector_labels
+from specinfer_operator.podspec import CONFIG_FILE, CONFIG_HASH_ANNOTATION, labels, pod_template, selector_labels
 from specinfer_operator.resource import API_VERSION, KIND, SpeculativeInference
 from specinfer_runtime.engine import EngineSpec
 from specinfer_runtime.tokens import SCHEDULE_FIELD
 
 DEFAULT_RUNTIME_IMAGE = "ghcr.io/specinfer/specinfer-runtime:0.1.0"
 DEFAULT_NPU_RESOURCE = "huawei.com/Ascend910"
-CONFIG_HASH_ANNOTATION = "specinfer.io/config-hash"
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from specinfer_operator.kubeyaml import MAX_BYTES, ManifestError, Parsed, documents
-from specinfer_operator.podtemplate import overridden
+from specinfer_operator.podspec import overridden
 from specinfer_operator.resource import API_VERSION, GROUP, KIND, SpeculativeInference
 from specinfer_runtime.advisories import advise
 from specinfer_runtime.validation import Problem, Report, validate

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specinfer_operator.container import CONFIG_DIR, HF_HOME, ProbeTiming, ResourceSettings
+from specinfer_operator.podtemplate import PodMetadata, PodSpecOverlay, PodTemplate
 from specinfer_operator.resource import SpeculativeInferenceSpec
 from specinfer_runtime.argv import vllm_argv
 from specinfer_runtime.engine import ENGINE_PORT, EngineSpec
@@ -26,9 +27,13 @@ from specinfer_runtime.sources import (
     PersistentVolumeClaimSource,
     SecretKeyReference,
 )
+from specinfer_runtime.validation import Problem
 
 CONFIG_FILE = "engine.json"
 MANAGER = "specinfer-operator"
+CONFIG_HASH_ANNOTATION = "specinfer.io/config-hash"
+# Tells a canary's pods from the stable ones (the Service selects both).
+TRACK_LABEL = "specinfer.io/track"
 TERMINATION_GRACE_SECONDS = 60
 # (periodSeconds, failureThreshold) of each probe when spec.probes leaves it unset.
 PROBE_DEFAULTS = {"startup": (10, 360), "readiness": (5, 3), "liveness": (15, 4)}
@@ -136,8 +141,11 @@ def _resources(spec: SpeculativeInferenceSpec, npu: str) -> dict[str, Any]:
     return {"requests": requests, "limits": limits}
 
 
-def engine_container(spec: SpeculativeInferenceSpec, image: str, npu: str, models: Storage) -> dict[str, Any]:
-    """The engine container; the user's mounts and environment come after the operator's."""
+def engine_container(
+    spec: SpeculativeInferenceSpec, engine: EngineSpec, image: str, npu: str, models: Storage
+) -> dict[str, Any]:
+    """The engine container (`engine` is spec.engine()); the user's mounts and environment come after the
+    operator's."""
     runtime, probes = spec.runtime, spec.probes
     env = models.env + [var.render() for var in runtime.env or []]
     container: dict[str, Any] = {
@@ -145,7 +153,7 @@ def engine_container(spec: SpeculativeInferenceSpec, image: str, npu: str, model
         "image": image,
         "imagePullPolicy": runtime.image_pull_policy,
         "command": ["specinfer-runtime", "--config", f"{CONFIG_DIR}/{CONFIG_FILE}", "--"],
-        "args": vllm_argv(spec.engine()),
+        "args": vllm_argv(engine),
         "ports": [{"name": "http", "containerPort": ENGINE_PORT, "protocol": "TCP"}],
         "env": env,
         "envFrom": [source.dump() for source in runtime.env_from or []],
@@ -182,14 +190,15 @@ def pod_template(
     spec: SpeculativeInferenceSpec, name: str, config_map: str, image: str, npu: str, annotations: dict[str, str]
 ) -> dict[str, Any]:
     """The Deployment's pod template; the operator's labels and `annotations` win over the overlay's."""
-    overlay = spec.pod_template
-    extra = overlay.spec if overlay else None
-    models = storage(spec.engine(), spec.resources)
+    overlay = spec.pod_template or PodTemplate()
+    extra, user = overlay.spec or PodSpecOverlay(), overlay.metadata or PodMetadata()
+    engine = spec.engine()
+    models = storage(engine, spec.resources)
     volumes = [
         {"name": "engine-config", "configMap": {"name": config_map}},
         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.resources.shared_memory}},
         *models.volumes,
-        *(volume.dump() for volume in (extra.volumes if extra else None) or []),
+        *(volume.dump() for volume in extra.volumes or []),
     ]
     placement = spec.placement
     spread = [
@@ -198,14 +207,14 @@ def pod_template(
     ]
     pod: dict[str, Any] = {
         "containers": [
-            engine_container(spec, image, npu, models),
-            *(c.dump() for c in (extra.containers if extra else None) or []),
+            engine_container(spec, engine, image, npu, models),
+            *(c.dump() for c in extra.containers or []),
         ],
-        "initContainers": [c.dump() for c in (extra.init_containers if extra else None) or []],
+        "initContainers": [c.dump() for c in extra.init_containers or []],
         "volumes": volumes,
         "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
-        "serviceAccountName": extra.service_account_name if extra else None,
-        "runtimeClassName": extra.runtime_class_name if extra else None,
+        "serviceAccountName": extra.service_account_name,
+        "runtimeClassName": extra.runtime_class_name,
         "nodeSelector": placement.node_selector,
         "tolerations": [t.dump() for t in placement.tolerations or []],
         "affinity": placement.affinity.dump() if placement.affinity else None,
@@ -214,13 +223,26 @@ def pod_template(
         "priorityClassName": placement.priority_class_name,
         "imagePullSecrets": [{"name": s} for s in spec.runtime.image_pull_secrets or []],
     }
-    if extra and extra.termination_grace_period_seconds is not None:
+    if extra.termination_grace_period_seconds is not None:
         pod["terminationGracePeriodSeconds"] = extra.termination_grace_period_seconds
-    user = overlay.metadata if overlay and overlay.metadata else None
     return {
         "metadata": {
-            "labels": {**((user.labels if user else None) or {}), **labels(name)},
-            "annotations": {**((user.annotations if user else None) or {}), **annotations},
+            "labels": {**(user.labels or {}), **labels(name)},
+            "annotations": {**(user.annotations or {}), **annotations},
         },
         "spec": {k: v for k, v in pod.items() if v or v == 0},
     }
+
+
+def overridden(template: PodTemplate | None) -> list[Problem]:
+    """Warnings for overlay labels and annotations that the operator's own replace in pod_template."""
+    meta = template.metadata if template else None
+    if meta is None:
+        return []
+    owned = {"labels": (*labels(""), TRACK_LABEL), "annotations": (CONFIG_HASH_ANNOTATION,)}
+    return [
+        Problem(f"spec.podTemplate.metadata.{kind}.{key}", "set by the operator, whose value wins: remove it", "pod")
+        for kind, keys in (("labels", meta.labels), ("annotations", meta.annotations))
+        for key in sorted(keys or {})
+        if key in owned[kind]
+    ]

@@ -32,7 +32,6 @@ from specinfer_runtime.celrules import Rule, cel_list
 from specinfer_runtime.engine import ENGINE_PORT
 from specinfer_runtime.names import DNS_LABEL, DNS_SUBDOMAIN
 from specinfer_runtime.sources import exactly_one
-from specinfer_runtime.validation import Problem
 
 # Volumes every engine pod has, which sidecars may mount besides their own.
 SHARED_VOLUMES = ("engine-config", "shm")
@@ -320,34 +319,3 @@ class PodTemplate(Section):
 
 # Maps under spec.podTemplate whose keys the admission policy checks (see resource.ADMISSION_RULES).
 POD_TEMPLATE_KEY_MAPS = ("metadata.labels", "metadata.annotations")
-
-
-# Label and annotation keys the operator sets on the pods; the overlay's values for them are dropped.
-OPERATOR_LABELS = (
-    "app.kubernetes.io/name",
-    "app.kubernetes.io/instance",
-    "app.kubernetes.io/component",
-    "app.kubernetes.io/managed-by",
-    "specinfer.io/track",
-)
-OPERATOR_ANNOTATIONS = ("specinfer.io/config-hash",)
-
-
-def overridden(template: PodTemplate | None) -> list[Problem]:
-    """Warnings for overlay labels and annotations the operator's own replace."""
-    meta = template.metadata if template else None
-    if meta is None:
-        return []
-    found = []
-    for kind, keys, owned in (
-        ("labels", meta.labels, OPERATOR_LABELS),
-        ("annotations", meta.annotations, OPERATOR_ANNOTATIONS),
-    ):
-        found += [
-            Problem(
-                f"spec.podTemplate.metadata.{kind}.{key}", "set by the operator, whose value wins: remove it", "pod"
-            )
-            for key in sorted(keys or {})
-            if key in owned
-        ]
-    return found

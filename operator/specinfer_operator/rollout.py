@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from specinfer_operator.children import CONFIG_HASH_ANNOTATION
+from specinfer_operator.podspec import CONFIG_HASH_ANNOTATION
 from specinfer_operator.status import Desired, Health, Observed, pod_problem
 
 # Pod states that a configuration, not the cluster, is to blame for, once the kubelet has retried:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from specinfer_operator import tuner
-from specinfer_operator.children import CONFIG_HASH_ANNOTATION
+from specinfer_operator.podspec import CONFIG_HASH_ANNOTATION
 
 # Written by the telemetry loop (observation.py); reconcile carries it while the figures it judged stay.
 MEASURED_CONDITION = "LowAcceptance"

@@ -15,9 +15,9 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from specinfer_operator import canary, metrics, rollout
-from specinfer_operator.children import CONFIG_HASH_ANNOTATION, label_selector
+from specinfer_operator.children import label_selector
 from specinfer_operator.context import Context, observe
-from specinfer_operator.podspec import selector_labels
+from specinfer_operator.podspec import CONFIG_HASH_ANNOTATION, selector_labels
 from specinfer_operator.resource import SpeculativeInference
 from specinfer_operator.status import CANARY, PROMOTING, Desired, Observed, health
 

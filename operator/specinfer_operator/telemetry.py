@@ -19,8 +19,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from specinfer_operator import effective, metrics, observation, timestamps, tuner
-from specinfer_operator.children import CONFIG_HASH_ANNOTATION
 from specinfer_operator.kube import Kube
+from specinfer_operator.podspec import CONFIG_HASH_ANNOTATION
 from specinfer_operator.rollout_settings import CanarySettings
 from specinfer_operator.scrape import Endpoint, ScrapeError, scrape
 from specinfer_operator.service_settings import TelemetrySettings

@@ -10,6 +10,7 @@ import pytest
 from specinfer_operator import canary, observation
 from specinfer_operator.canary import CanaryState
 from specinfer_operator.children import render
+from specinfer_operator.podspec import TRACK_LABEL
 from specinfer_operator.rollout_settings import CanarySettings
 from specinfer_operator.service_settings import TelemetrySettings
 from specinfer_operator.status import CANARY, PROMOTING, Observed, Verdict, compute, transitions
@@ -64,10 +65,10 @@ def test_the_canary_deployment_is_told_apart_by_a_track_label_the_service_ignore
     trial_deployment = canary.deployment(children["Deployment"], 1)
     assert trial_deployment["metadata"]["name"] == "demo-canary"
     assert trial_deployment["spec"]["replicas"] == 1
-    assert trial_deployment["spec"]["selector"]["matchLabels"][canary.TRACK_LABEL] == "canary"
-    assert trial_deployment["spec"]["template"]["metadata"]["labels"][canary.TRACK_LABEL] == "canary"
-    assert canary.TRACK_LABEL not in children["Service"]["spec"]["selector"]
-    assert canary.TRACK_LABEL not in children["Deployment"]["spec"]["selector"]["matchLabels"]  # not modified
+    assert trial_deployment["spec"]["selector"]["matchLabels"][TRACK_LABEL] == "canary"
+    assert trial_deployment["spec"]["template"]["metadata"]["labels"][TRACK_LABEL] == "canary"
+    assert TRACK_LABEL not in children["Service"]["spec"]["selector"]
+    assert TRACK_LABEL not in children["Deployment"]["spec"]["selector"]["matchLabels"]  # not modified
 
 
 def test_only_a_change_from_a_configuration_that_served_goes_through_a_canary() -> None:
