@@ -16,10 +16,10 @@ it. The operator can therefore stop at any point and reach the same outcome afte
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from specinfer_operator import workload
 from specinfer_operator.podspec import TRACK_LABEL
 from specinfer_operator.resource import SpeculativeInference
 from specinfer_operator.rollout_settings import CanarySettings
@@ -33,16 +33,10 @@ def name_of(name: str) -> str:
     return f"{name}-canary"
 
 
-def deployment(wanted: dict[str, Any], replicas: int) -> dict[str, Any]:
-    """The canary Deployment: `wanted` (the spec's rendered Deployment) on `replicas` pods, its pods told
-    apart by a track label, which the Service ignores."""
-    canary = copy.deepcopy(wanted)
-    canary["metadata"]["name"] = name_of(wanted["metadata"]["name"])
-    canary["metadata"]["labels"][TRACK_LABEL] = "canary"
-    canary["spec"]["replicas"] = replicas
-    canary["spec"]["selector"]["matchLabels"][TRACK_LABEL] = "canary"
-    canary["spec"]["template"]["metadata"]["labels"][TRACK_LABEL] = "canary"
-    return canary
+def trial(wanted: dict[str, Any], replicas: int) -> dict[str, Any]:
+    """The canary's workload: `wanted` (the spec's rendered Deployment or LeaderWorkerSet) on `replicas`
+    replicas, its pods told apart by a track label, which the Service ignores."""
+    return workload.canary(wanted, name_of(wanted["metadata"]["name"]), f"{TRACK_LABEL}=canary", replicas)
 
 
 def stable_replicas(cr: SpeculativeInference, canary: int) -> int:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from specinfer_operator import workload
 from specinfer_operator.podspec import CONFIG_FILE, CONFIG_HASH_ANNOTATION, labels, pod_template, selector_labels
 from specinfer_operator.resource import API_VERSION, KIND, SpeculativeInference
 from specinfer_runtime.engine import EngineSpec
@@ -114,7 +115,8 @@ def engine_config_map(cr: SpeculativeInference, defaults: RenderDefaults) -> dic
     }
 
 
-def deployment(cr: SpeculativeInference, defaults: RenderDefaults) -> dict[str, Any]:
+def engines(cr: SpeculativeInference, defaults: RenderDefaults) -> dict[str, Any]:
+    """The workload of the engine pods: a Deployment, or a LeaderWorkerSet of groups over several nodes."""
     spec, name = cr.spec, cr.metadata.name
     digest = config_hash(cr, defaults)
     template = pod_template(
@@ -125,6 +127,11 @@ def deployment(cr: SpeculativeInference, defaults: RenderDefaults) -> dict[str, 
         spec.resources.npu_resource_name or defaults.npu_resource_name,
         {CONFIG_HASH_ANNOTATION: digest},
     )
+    rolling = {"maxUnavailable": spec.rollout.max_unavailable, "maxSurge": spec.rollout.max_surge}
+    group = spec.parallelism.group_size()
+    if group > 1:
+        metadata = _metadata(cr, workload.object_name(workload.LEADER_WORKER_SET, name))
+        return workload.leader_worker_set(metadata, spec.replicas, group, rolling, template)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -132,18 +139,18 @@ def deployment(cr: SpeculativeInference, defaults: RenderDefaults) -> dict[str, 
         "spec": {
             "replicas": spec.replicas,
             "selector": {"matchLabels": selector_labels(name)},
-            "strategy": {
-                "type": "RollingUpdate",
-                "rollingUpdate": {
-                    "maxUnavailable": spec.rollout.max_unavailable,
-                    "maxSurge": spec.rollout.max_surge,
-                },
-            },
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": rolling},
             "progressDeadlineSeconds": spec.rollout.progress_deadline_seconds,
             "revisionHistoryLimit": 3,
             "template": template,
         },
     }
+
+
+def service_selector(cr: SpeculativeInference) -> dict[str, str]:
+    """The engine pods that serve the API: all of them, or the leaders of groups."""
+    leaders = {workload.WORKER_INDEX_LABEL: "0"} if cr.spec.parallelism.group_size() > 1 else {}
+    return {**selector_labels(cr.metadata.name), **leaders}
 
 
 def service(cr: SpeculativeInference) -> dict[str, Any]:
@@ -157,7 +164,7 @@ def service(cr: SpeculativeInference) -> dict[str, Any]:
         "metadata": metadata,
         "spec": {
             "type": cr.spec.service.type,
-            "selector": selector_labels(name),
+            "selector": service_selector(cr),
             "ports": [{"name": "http", "port": cr.spec.service.port, "targetPort": "http", "protocol": "TCP"}],
         },
     }
@@ -180,6 +187,6 @@ def disruption_budget(cr: SpeculativeInference) -> dict[str, Any] | None:
 def render(cr: SpeculativeInference, defaults: RenderDefaults | None = None) -> list[dict[str, Any]]:
     """All children, in apply order: the config first, so a new pod never waits for it."""
     defaults = defaults or RenderDefaults()
-    children = [engine_config_map(cr, defaults), deployment(cr, defaults), service(cr)]
+    children = [engine_config_map(cr, defaults), engines(cr, defaults), service(cr)]
     budget = disruption_budget(cr)
     return children + ([budget] if budget is not None else [])

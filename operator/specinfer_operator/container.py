@@ -11,6 +11,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, Field
 
+from specinfer_runtime import multinode
 from specinfer_runtime.base import Section, list_map
 from specinfer_runtime.celrules import Rule, cel_list
 from specinfer_runtime.names import DNS_LABEL, DNS_SUBDOMAIN, ENV_NAME
@@ -36,6 +37,10 @@ RESERVED_ENV = {
     HF_TOKEN_ENV: "from model.source.huggingFace.tokenSecretRef",
     DRAFT_TOKEN_ENV: "from speculative.draftModel.source.huggingFace.tokenSecretRef",
     HF_HOME_ENV: "its model cache",
+    multinode.POD_IP_ENV: "the pod's IP, in a group over several nodes",
+    **dict.fromkeys(
+        (multinode.LEADER_ADDRESS_ENV, multinode.GROUP_SIZE_ENV, multinode.WORKER_INDEX_ENV), "by LeaderWorkerSet"
+    ),
 }
 MAX_MOUNTS = 16
 ObjectName = Annotated[str, Field(max_length=253, pattern=DNS_SUBDOMAIN)]
@@ -288,7 +293,8 @@ class ResourceSettings(Section):
         default=None,
         ge=1,
         le=64,
-        description="NPUs each pod requests; parallelism.tensor x pipeline x data when unset, and never fewer.",
+        description="NPUs each pod requests; parallelism.tensor x pipeline x data (divided by parallelism.nodes "
+        "when an engine spans nodes) when unset, and never fewer.",
     )
     cpu: Quantity | None = Field(
         default=None, description="CPU request of the engine container, and its limit unless cpuLimit is set."

@@ -4,6 +4,7 @@ what runs (the Deployment and its pods)."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -21,6 +22,9 @@ from specinfer_operator.podspec import selector_labels
 from specinfer_operator.resource import SpeculativeInference
 from specinfer_operator.status import Desired, Observed
 from specinfer_operator.timestamps import utc_now
+from specinfer_operator.workload import LEADER_WORKER_SET, Kind, object_name
+
+GROUPS_RECHECK_SECONDS = 20
 
 
 class EventSink(Protocol):
@@ -44,6 +48,21 @@ class Context:
     appliers: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(8, "apply"))
     # Each resource's pods by (namespace, name), kept by the watch (kopf's index); None: list them.
     pods: Mapping[tuple[str, str], Iterable[dict[str, Any]]] | None = None
+    # Whether this operator may run engines over several nodes (its RBAC covers LeaderWorkerSets).
+    groups_enabled: bool = True
+    _groups_served: tuple[bool, float] | None = None  # whether the API serves LeaderWorkerSets, and when asked
+
+    def groups_served(self) -> bool:
+        """Whether the API server serves LeaderWorkerSets: asked again a while after a no, since it may be
+        installed at any time."""
+        with self._guard:
+            known = self._groups_served
+        if known is not None and (known[0] or time.monotonic() - known[1] < GROUPS_RECHECK_SECONDS):
+            return known[0]
+        served = self.kube.serves(LEADER_WORKER_SET.api_version, LEADER_WORKER_SET.plural)
+        with self._guard:
+            self._groups_served = (served, time.monotonic())
+        return served
 
     def lock(self, namespace: str, name: str) -> threading.Lock:
         """One resource at a time: kopf handles events of its pods concurrently, and each publishes status."""
@@ -73,14 +92,15 @@ def desired_of(
         requested_k=engine.effective_k() if requested_k is None else requested_k,
         tuning=tuning.mode if tuning is not None else "Off",
         tuned=tuned,
+        group_size=engine.parallelism.group_size(),
     )
 
 
-def observe(ctx: Context, namespace: str, name: str, deployment: dict[str, Any] | None = None) -> Observed:
-    """The Deployment (read unless given) and its pods: from the watch's index when kopf has handed it
-    over, since listing a namespace's pods per refresh costs the API server O(pods) each time."""
+def observe(ctx: Context, namespace: str, name: str, kind: Kind, deployment: dict[str, Any] | None = None) -> Observed:
+    """The workload of `kind` (read unless given) and the pods: from the watch's index when kopf has handed
+    it over, since listing a namespace's pods per refresh costs the API server O(pods) each time."""
     if deployment is None:
-        deployment = ctx.kube.get("apps/v1", "deployments", namespace, name)
+        deployment = ctx.kube.get(kind.api_version, kind.plural, namespace, object_name(kind, name))
     if ctx.pods is not None:
         pods = list(ctx.pods.get((namespace, name), ()))
     else:

@@ -17,6 +17,7 @@ _PLURALS = {
     "Service": "services",
     "Deployment": "deployments",
     "PodDisruptionBudget": "poddisruptionbudgets",
+    "LeaderWorkerSet": "leaderworkersets",
 }
 
 
@@ -94,6 +95,11 @@ class Kube:
 
     def delete(self, api_version: str, plural: str, namespace: str | None, name: str) -> None:
         self._call("DELETE", f"{collection(api_version, plural, namespace)}/{name}")
+
+    def serves(self, api_version: str, plural: str) -> bool:
+        """Whether the API server serves `plural` in `api_version` (discovery, which any user may read)."""
+        found = self._call("GET", f"/apis/{api_version}")
+        return any(r.get("name") == plural for r in (found or {}).get("resources", []))
 
     def resource(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.get(f"{GROUP}/{VERSION}", PLURAL, namespace, name)

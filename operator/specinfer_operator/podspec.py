@@ -17,6 +17,7 @@ from specinfer_operator.podtemplate import PodMetadata, PodSpecOverlay, PodTempl
 from specinfer_operator.resource import SpeculativeInferenceSpec
 from specinfer_runtime.argv import vllm_argv
 from specinfer_runtime.engine import ENGINE_PORT, EngineSpec
+from specinfer_runtime.multinode import POD_IP_ENV
 from specinfer_runtime.sources import (
     DRAFT_TOKEN_ENV,
     HF_HOME_ENV,
@@ -147,7 +148,12 @@ def engine_container(
     """The engine container (`engine` is spec.engine()); the user's mounts and environment come after the
     operator's."""
     runtime, probes = spec.runtime, spec.probes
-    env = models.env + [var.render() for var in runtime.env or []]
+    group = [{"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
+    env = (
+        (group if engine.parallelism.group_size() > 1 else [])
+        + models.env
+        + [var.render() for var in runtime.env or []]
+    )
     container: dict[str, Any] = {
         "name": "engine",
         "image": image,

@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from specinfer_operator import effective, metrics, strategy
+from specinfer_operator import effective, metrics, strategy, workload
 from specinfer_operator.children import RenderDefaults, family_hash, label_selector, render
 from specinfer_operator.context import Context, desired_of, observe
 from specinfer_operator.kube import Kube
@@ -28,8 +29,9 @@ log = logging.getLogger(__name__)
 
 
 def capacity_problem(desired: Desired, node_selector: dict[str, str], nodes: list[dict[str, Any]]) -> str | None:
-    """A pod that no node could ever hold, or None. Without any node advertising the resource (device
-    plugin not ready, autoscaling) nothing is refused: the pods report Unschedulable instead."""
+    """A pod that no node could ever hold, or a group with more pods than nodes that could hold one each,
+    or None. Without any node advertising the resource (device plugin not ready, autoscaling) nothing is
+    refused: the pods report Unschedulable instead."""
     resource = desired.npu_resource
     offers = [
         int(str(node.get("status", {}).get("allocatable", {}).get(resource, "0")))
@@ -37,13 +39,24 @@ def capacity_problem(desired: Desired, node_selector: dict[str, str], nodes: lis
         if all(node.get("metadata", {}).get("labels", {}).get(k) == v for k, v in node_selector.items())
     ]
     offering = [n for n in offers if n > 0]
-    if not offering or desired.npus_per_pod <= max(offering):
+    if not offering:
         return None
     where = " matching spec.placement.nodeSelector" if node_selector else ""
-    return (
-        f"each pod needs {desired.npus_per_pod} {resource}, but the largest node{where} has {max(offering)}: "
-        "lower parallelism (tensor x pipeline x data) or add larger nodes"
-    )
+    need, group = desired.npus_per_pod, desired.group_size
+    if need > max(offering):
+        spread = " or spread it over more parallelism.nodes" if group > 1 else ""
+        return (
+            f"each pod needs {need} {resource}, but the largest node{where} has {max(offering)}: lower parallelism "
+            f"(tensor x pipeline x data){spread}, or add larger nodes"
+        )
+    fit = sum(n >= need for n in offering)
+    if fit < group:
+        return (
+            f"each replica is a group of {group} pods on {group} nodes with {need} {resource} each, but only {fit} "
+            f"node{'s' if fit != 1 else ''}{where} {'have' if fit != 1 else 'has'} that many: add nodes, or "
+            "lower parallelism.nodes"
+        )
+    return None
 
 
 def status_patch(previous: dict[str, Any], current: dict[str, Any]) -> dict[str, Any] | None:
@@ -71,10 +84,34 @@ def status_patch(previous: dict[str, Any], current: dict[str, Any]) -> dict[str,
     return patch
 
 
+GROUPS_MISSING = "LeaderWorkerSetMissing"
+
+
+def groups_problem(ctx: Context) -> str | None:
+    """Why this operator cannot run an engine over several nodes here, or None."""
+    if not ctx.groups_enabled:
+        return (
+            "an engine over several nodes runs as a LeaderWorkerSet, which this operator was started without "
+            "(--no-leader-worker-set): install LeaderWorkerSet (sigs.k8s.io/lws) and set the chart's "
+            "leaderWorkerSet.enabled=true, which grants its RBAC"
+        )
+    if not ctx.groups_served():
+        return (
+            "an engine over several nodes runs as a LeaderWorkerSet, but the API server does not serve "
+            f"{workload.LWS_API_VERSION} leaderworkersets: install LeaderWorkerSet (sigs.k8s.io/lws, v0.9 or "
+            "later), or set parallelism.nodes 1"
+        )
+    return None
+
+
 def verdict_of(
-    cr_body: dict[str, Any], nodes: list[dict[str, Any]], defaults: RenderDefaults
+    cr_body: dict[str, Any],
+    nodes: list[dict[str, Any]],
+    defaults: RenderDefaults,
+    groups: Callable[[], str | None] = lambda: None,
 ) -> tuple[Verdict, SpeculativeInference | None, Desired | None]:
-    """Whether the spec may roll out; the resource and its desired state when it may."""
+    """Whether the spec may roll out; the resource and its desired state when it may. `groups` says why
+    an engine over several nodes cannot run (asked only for such a spec)."""
     report = check(cr_body)
     chosen = effective.resolve(cr_body, report, lambda c: family_hash(c, defaults), check)
     if chosen is None:
@@ -83,6 +120,9 @@ def verdict_of(
     cr = chosen.resource
     warnings = [str(p) for p in report.warnings] + ([chosen.warning] if chosen.warning else [])
     desired = desired_of(cr, defaults, chosen.requested_k, chosen.tuned)
+    missing = groups() if desired.group_size > 1 else None
+    if missing:
+        return Verdict(False, GROUPS_MISSING, missing, warnings), cr, None
     problem = capacity_problem(desired, cr.spec.placement.node_selector or {}, nodes)
     if problem:
         return Verdict(False, "InsufficientNPUCapacity", problem, warnings), cr, None
@@ -171,12 +211,14 @@ def apply_children(
 
 
 def _reconcile(body: dict[str, Any], ctx: Context, nodes: list[dict[str, Any]], namespace: str, name: str) -> str:
-    verdict, cr, desired = verdict_of(body, nodes, ctx.defaults)
+    verdict, cr, desired = verdict_of(body, nodes, ctx.defaults, lambda: groups_problem(ctx))
     children = render(cr, ctx.defaults) if desired is not None and cr is not None else []
     previous = body.get("status") or {}
     arrangement, observed = None, None
-    if desired is not None and cr is not None:  # which Deployments run what: rollbacks and canaries
-        wanted = next(o for o in children if o["kind"] == "Deployment")
+    kind = workload.kind_of_spec(body.get("spec"))
+    if desired is not None and cr is not None:  # which workloads run what: rollbacks and canaries
+        wanted = next(o for o in children if workload.is_workload(o))
+        kind = workload.kind_of(wanted)
         arrangement, observed = strategy.arrange(ctx, body, cr, desired, wanted)
         children = [arrangement.deployment if o is wanted else o for o in children]
         children += [arrangement.canary] if arrangement.canary is not None else []
@@ -191,9 +233,10 @@ def _reconcile(body: dict[str, Any], ctx: Context, nodes: list[dict[str, Any]], 
         applied, refused = apply_children(ctx.kube, children, ctx.appliers, dry_run=False)
     if refused:
         verdict, desired = Verdict(False, APPLY_REJECTED, refused, verdict.warnings), None
-    deployments = [o for o in applied if o.get("kind") == "Deployment"]
-    deployment = next((o for o in deployments if o["metadata"]["name"] == name), None)
-    canary = next((o for o in deployments if o["metadata"]["name"] != name), None)
+    deployments = [o for o in applied if workload.is_workload(o)]
+    stable = workload.object_name(kind, name)
+    deployment = next((o for o in deployments if o["metadata"]["name"] == stable), None)
+    canary = next((o for o in deployments if o["metadata"]["name"] != stable), None)
     if arrangement is not None and desired is not None:
         strategy.carry_out(ctx, body, arrangement, observed)
     if desired is not None and deployment is not None and strategy.starts_rollout(previous, desired):
@@ -201,36 +244,54 @@ def _reconcile(body: dict[str, Any], ctx: Context, nodes: list[dict[str, Any]], 
         # ConfigMaps of older configurations exist once one served, or a first apply was partly refused.
         rejected = any(c.get("reason") == APPLY_REJECTED for c in previous.get("conditions") or [])
         if serving or rejected:
-            prune_config_maps(ctx.kube, namespace, name, deployments)
-    if cr is not None and desired is not None and cr.spec.disruption_budget is None:
-        drop_disruption_budget(ctx.kube, body, previous)
-    seen = replace(observe(ctx, namespace, name, deployment), canary=canary)
+            prune_config_maps(ctx.kube, namespace, name, deployments, kind)
+    seen = replace(observe(ctx, namespace, name, kind, deployment), canary=canary)
+    if cr is not None and desired is not None:
+        drop_unwanted(ctx.kube, body, previous, cr, kind, seen.pods)
     publish(body, ctx, verdict, desired, seen, arrangement)
     return "applied" if verdict.valid else "refused"
 
 
-def drop_disruption_budget(kube: Kube, body: dict[str, Any], previous: dict[str, Any]) -> None:
-    """Delete the PodDisruptionBudget of a spec that no longer asks for one. Only a spec change takes it
-    away, so only a new generation costs the request (a missing one is no error)."""
+def drop_unwanted(
+    kube: Kube,
+    body: dict[str, Any],
+    previous: dict[str, Any],
+    cr: SpeculativeInference,
+    kind: workload.Kind,
+    pods: list[dict[str, Any]],
+) -> None:
+    """Delete what a spec no longer asks for: the PodDisruptionBudget, and the workload of the other kind
+    (whose pods still run) when parallelism.nodes went from one to several or back: those pods are replaced
+    at once, not rolled. Only a spec change takes them away, so only a new generation costs the requests (a
+    missing one is no error)."""
     meta = body["metadata"]
-    if previous.get("observedGeneration") != meta.get("generation"):
-        kube.delete("policy/v1", "poddisruptionbudgets", meta["namespace"], meta["name"])
+    namespace, name = meta["namespace"], meta["name"]
+    if previous.get("observedGeneration") == meta.get("generation"):
+        return
+    if cr.spec.disruption_budget is None:
+        kube.delete("policy/v1", "poddisruptionbudgets", namespace, name)
+    other = next(k for k in workload.KINDS if k != kind)
+    if any(workload.kind_of_pod(pod) == other for pod in pods):
+        stable = workload.object_name(other, name)
+        for each in (stable, f"{stable}-canary"):
+            kube.delete(other.api_version, other.plural, namespace, each)
 
 
-def prune_config_maps(kube: Kube, namespace: str, name: str, deployments: list[dict[str, Any]]) -> None:
-    """Delete engine ConfigMaps that neither the Deployments (stable, canary) nor any of their ReplicaSets
-    mount (rollbacks keep theirs)."""
+def prune_config_maps(
+    kube: Kube, namespace: str, name: str, deployments: list[dict[str, Any]], kind: workload.Kind
+) -> None:
+    """Delete engine ConfigMaps that neither the workloads (stable, canary) nor their history (ReplicaSets,
+    a LeaderWorkerSet's revisions) mount (rollbacks keep theirs)."""
     selector = label_selector(selector_labels(name))
+    api_version, plural, query = workload.history_query(kind, name, selector)
+    history = workload.history_entries(kind, kube.list(api_version, plural, namespace, query))
     in_use = {
         volume["configMap"]["name"]
-        for rs in kube.list("apps/v1", "replicasets", namespace, selector)
-        for volume in rs.get("spec", {}).get("template", {}).get("spec", {}).get("volumes", [])
+        for owner in [*history, *deployments]
+        for template in workload.pod_templates(owner)
+        for volume in (template.get("spec") or {}).get("volumes", [])
         if "configMap" in volume
     }
-    for deployment in deployments:
-        for volume in deployment.get("spec", {}).get("template", {}).get("spec", {}).get("volumes", []):
-            if "configMap" in volume:
-                in_use.add(volume["configMap"]["name"])
     for config_map in kube.list("v1", "configmaps", namespace, selector):
         config_name = config_map["metadata"]["name"]
         if config_name.startswith(f"{name}-engine-") and config_name not in in_use:

@@ -1,5 +1,5 @@
-"""After a Deployment or pod event: refresh the status, correct drift, judge a canary, roll a failed
-configuration back.
+"""After a workload (Deployment, LeaderWorkerSet) or pod event: refresh the status, correct drift, judge a
+canary, roll a failed configuration back.
 
 Child events never roll out a spec that reconcile has not accepted: they only compare what runs with what
 reconcile accepted, arranged by strategy.py (the last good configuration after a rollback, a canary
@@ -13,7 +13,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from specinfer_operator import effective, strategy
+from specinfer_operator import effective, strategy, workload
 from specinfer_operator.children import family_hash, render
 from specinfer_operator.context import Context, desired_of, observe
 from specinfer_operator.manifests import check
@@ -40,9 +40,9 @@ def drifted(desired: Any, live: Any) -> bool:
 
 
 def refresh(namespace: str, name: str, ctx: Context) -> None:
-    """After a Deployment or pod event: correct drift of an accepted spec, then refresh the status.
+    """After a workload or pod event: correct drift of an accepted spec, then refresh the status.
 
-    Events come in bursts (every pod transition, every Deployment status change). One refresh per
+    Events come in bursts (every pod transition, every workload status change). One refresh per
     resource runs at a time; events arriving meanwhile make it run once more, so the last state is
     always published without one refresh per event."""
     key = (namespace, name)
@@ -75,7 +75,7 @@ def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> N
     config = next((c for c in previous.get("conditions") or [] if c.get("type") == "ConfigValid"), None)
     if not accepted or config is None:
         return  # reconcile has not handled this generation yet; it will publish the status
-    observed = observe(ctx, namespace, name)
+    observed = observe(ctx, namespace, name, workload.kind_of_spec(body.get("spec")))
     if config["status"] != "True":
         verdict = Verdict(False, config.get("reason", "InvalidSpec"), config.get("message", ""))
         publish(body, ctx, verdict, None, observed)
@@ -86,7 +86,7 @@ def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> N
         return
     cr = chosen.resource
     desired = desired_of(cr, ctx.defaults, chosen.requested_k, chosen.tuned)
-    wanted = next(o for o in render(cr, ctx.defaults) if o["kind"] == "Deployment")
+    wanted = next(o for o in render(cr, ctx.defaults) if workload.is_workload(o))
     arrangement, seen = strategy.arrange(ctx, body, cr, desired, wanted, observed)
     observed = seen or observed
     warnings = [str(p) for p in report.warnings] + ([chosen.warning] if chosen.warning else [])
@@ -96,7 +96,7 @@ def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> N
     try:
         for deployment, live in ((arrangement.deployment, observed.deployment), (arrangement.canary, observed.canary)):
             if deployment is not None and (live is None or drifted(deployment["spec"], live.get("spec"))):
-                log.info("correcting drift of Deployment %s/%s", namespace, deployment["metadata"]["name"])
+                log.info("correcting drift of %s %s/%s", deployment["kind"], namespace, deployment["metadata"]["name"])
                 ctx.kube.apply(deployment)
         strategy.carry_out(ctx, body, arrangement, observed)
     except ApiException as error:

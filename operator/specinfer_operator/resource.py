@@ -22,6 +22,7 @@ from specinfer_runtime.base import Section, section_field
 from specinfer_runtime.celrules import Rule, map_keys
 from specinfer_runtime.engine import EngineSpec
 from specinfer_runtime.names import QUALIFIED_NAME_FORMAT, qualified_name
+from specinfer_runtime.parallelism import NPUS
 
 GROUP = "specinfer.io"
 VERSION = "v1alpha1"
@@ -32,13 +33,23 @@ SINGULAR = "speculativeinference"
 SHORT_NAMES = ("specinference", "specinf")
 
 
-_ENGINE_NPUS = "self.parallelism.tensor * self.parallelism.pipeline * self.parallelism.data"
+# An engine over several nodes runs as the LeaderWorkerSet `<name>-group` (workload.object_name). The longest
+# resource name whose LeaderWorkerSet names stay within Kubernetes' limits: the canary's `<name>-group-canary`,
+# then its StatefulSets' `-<group>` (up to 4 characters), whose revision label adds `-<hash>` (11), in 63.
+GROUP_SUFFIX = "-group"
+MAX_GROUP_NAME = 63 - len(f"{GROUP_SUFFIX}-canary") - 4 - 11
+_POD_NPUS = f"({NPUS}) / (has(self.parallelism.nodes) ? self.parallelism.nodes : 1)"
 
 
 class SpeculativeInferenceSpec(EngineSpec):
     """Desired state of a SpeculativeInference."""
 
-    replicas: int = Field(default=1, ge=0, le=1000, description="Number of engine pods.")
+    replicas: int = Field(
+        default=1,
+        ge=0,
+        le=1000,
+        description="Number of engines: pods, or groups of parallelism.nodes pods when an engine spans nodes.",
+    )
     runtime: RuntimeSettings = section_field(RuntimeSettings, "Runtime image.")
     resources: ResourceSettings = section_field(ResourceSettings, "Per-pod resources.")
     placement: PlacementSettings = section_field(PlacementSettings, "Scheduling constraints.")
@@ -59,10 +70,10 @@ class SpeculativeInferenceSpec(EngineSpec):
         *EngineSpec.cel_rules,
         Rule(
             id="npus",
-            rule=f"!has(self.resources.npusPerPod) || self.resources.npusPerPod >= {_ENGINE_NPUS}",
-            message="npusPerPod %d given, but the engine needs tensor x pipeline x data = %d NPUs: "
-            "raise it or leave it unset",
-            args=("self.resources.npusPerPod", _ENGINE_NPUS),
+            rule=f"!has(self.resources.npusPerPod) || self.resources.npusPerPod >= {_POD_NPUS}",
+            message="npusPerPod %d given, but each pod of the engine needs tensor x pipeline x data / nodes = %d "
+            "NPUs: raise it or leave it unset",
+            args=("self.resources.npusPerPod", _POD_NPUS),
             field_path=".resources.npusPerPod",
         ),
         Rule(
@@ -104,7 +115,7 @@ class SpeculativeInferenceSpec(EngineSpec):
         return EngineSpec.model_validate(engine)
 
     def npus_per_pod(self) -> int:
-        return self.resources.npus_per_pod or self.parallelism.npus()
+        return self.resources.npus_per_pod or self.parallelism.npus_per_node()
 
 
 def label_map_keys(path: str) -> Rule:
@@ -144,5 +155,12 @@ class SpeculativeInference(Section):
             rule="size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
             message="metadata.name must be a DNS label of at most 63 characters (lowercase letters, digits "
             "and '-', starting with a letter), because it names the Service",
+        ),
+        Rule(
+            id="name",
+            rule="!has(self.spec.parallelism) || !has(self.spec.parallelism.nodes) || self.spec.parallelism.nodes == 1 "
+            f"|| size(self.metadata.name) <= {MAX_GROUP_NAME}",
+            message=f"metadata.name must be at most {MAX_GROUP_NAME} characters when parallelism.nodes is above 1: "
+            "LeaderWorkerSet names its StatefulSets and pods after it (<name>-group-canary-<group>-<rank>)",
         ),
     )

@@ -11,9 +11,9 @@ ReplicaSet, which the Deployment keeps (revisionHistoryLimit) along with the Con
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
+from specinfer_operator import workload
 from specinfer_operator.podspec import CONFIG_HASH_ANNOTATION
 from specinfer_operator.status import Desired, Health, Observed, pod_problem
 
@@ -21,7 +21,6 @@ from specinfer_operator.status import Desired, Health, Observed, pod_problem
 # ErrImagePull (a first failed pull, perhaps a registry hiccup) and Unschedulable (capacity may come) are not
 # among them; a rollout that never gets past them misses the deadline instead.
 FAILURES = ("CrashLoopBackOff", "ImagePullBackOff", "CreateContainerConfigError", "ProgressDeadlineExceeded")
-TEMPLATE_HASH_LABEL = "pod-template-hash"  # the Deployment controller's, on each ReplicaSet's template
 
 
 def in_force(previous: dict[str, Any], generation: int, config_hash: str) -> dict[str, Any] | None:
@@ -65,18 +64,12 @@ def decide(
 
 
 def restored(wanted: dict[str, Any], owners: list[dict[str, Any]], config_hash: str) -> dict[str, Any] | None:
-    """`wanted` (the rendered Deployment) with the pod template of the first of `owners` (ReplicaSets, or
-    the live Deployment) whose template ran `config_hash`, or None when none has it."""
+    """`wanted` (the rendered workload) with the pod templates of the first of `owners` (the live workload,
+    or its history: ReplicaSets, a LeaderWorkerSet's revisions) whose templates ran `config_hash`, or None
+    when none has them."""
     for owner in owners:
-        template = (owner.get("spec") or {}).get("template") or {}
-        if _hash(template.get("metadata")) != config_hash:
-            continue
-        template = copy.deepcopy(template)
-        labels = template.setdefault("metadata", {}).setdefault("labels", {})
-        labels.pop(TEMPLATE_HASH_LABEL, None)
-        deployment = copy.deepcopy(wanted)
-        deployment["spec"]["template"] = template
-        return deployment
+        if workload.template_hash(owner) == config_hash:
+            return workload.with_templates_of(wanted, owner)
     return None
 
 

@@ -24,6 +24,7 @@ class Settings:
     leader_election_namespace: str
     leader_election_id: str
     scrape: ScrapeConfig
+    leader_worker_set: bool = True
 
 
 def _env(name: str, default: str) -> str:
@@ -93,6 +94,13 @@ def parse(argv: Sequence[str] | None = None) -> Settings:
         default=_env("SPECINFER_LEADER_ELECTION_ID", "specinfer-operator"),
         help="name of the Lease (SPECINFER_LEADER_ELECTION_ID)",
     )
+    p.add_argument(
+        "--leader-worker-set",
+        action=argparse.BooleanOptionalAction,
+        default=_env("SPECINFER_LEADER_WORKER_SET", "true").lower() in ("1", "true", "yes"),
+        help="run engines over several nodes (spec.parallelism.nodes) as LeaderWorkerSets; without it, such specs "
+        "are refused with what to install (SPECINFER_LEADER_WORKER_SET)",
+    )
     default = ScrapeConfig()
     p.add_argument(
         "--scrape-interval",
@@ -136,4 +144,5 @@ def parse(argv: Sequence[str] | None = None) -> Settings:
         leader_election_namespace=args.leader_election_namespace,
         leader_election_id=args.leader_election_id,
         scrape=ScrapeConfig(args.scrape_interval, args.scrape_timeout, args.scrape_concurrency, args.status_refresh),
+        leader_worker_set=args.leader_worker_set,
     )

@@ -14,8 +14,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from specinfer_operator import tuner
-from specinfer_operator.podspec import CONFIG_HASH_ANNOTATION
+from specinfer_operator import tuner, workload
 
 # Written by the telemetry loop (observation.py); reconcile carries it while the figures it judged stay.
 MEASURED_CONDITION = "LowAcceptance"
@@ -44,6 +43,11 @@ class Desired:
     requested_k: int = 0  # K as the spec says; num_speculative_tokens is K as rendered
     tuning: str = "Off"  # spec.speculative.tuning.mode
     tuned: bool = False  # K comes from Auto tuning (effective.py), not from the spec
+    group_size: int = 1  # pods per replica: more than one when an engine spans nodes (a LeaderWorkerSet group)
+
+    def unit(self) -> str:
+        """What a replica is, in status messages."""
+        return "groups" if self.group_size > 1 else "pods"
 
 
 ROLLED_BACK = "RolledBack"
@@ -63,9 +67,9 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Observed:
-    deployment: dict[str, Any] | None
+    deployment: dict[str, Any] | None  # the workload: a Deployment or a LeaderWorkerSet
     pods: list[dict[str, Any]]
-    canary: dict[str, Any] | None = None  # the canary Deployment, while there is one
+    canary: dict[str, Any] | None = None  # the canary's workload, while there is one
 
 
 @dataclass(frozen=True)
@@ -127,17 +131,14 @@ def pod_problem(pods: list[dict[str, Any]], desired: Desired | None) -> tuple[st
 
 
 def health(desired: Desired, observed: Observed) -> Health:
-    """How far the Deployment is from serving the desired config."""
+    """How far the workload is from serving the desired config."""
     deployment = observed.deployment
     if deployment is None:
-        return Health(False, False, "Creating", "the Deployment does not exist yet")
-    status = deployment.get("status") or {}
-    replicas, ready = status.get("replicas", 0), status.get("readyReplicas", 0)
-    updated = status.get("updatedReplicas", 0)
-    template_hash = _get(deployment, "spec", "template", "metadata", "annotations", CONFIG_HASH_ANNOTATION)
-    observed_generation = status.get("observedGeneration", 0) >= _get(deployment, "metadata", "generation")
-    current = template_hash == desired.config_hash and observed_generation
-    want = desired.replicas
+        return Health(False, False, "Creating", "the workload does not exist yet")
+    counts = workload.counts(deployment, observed.pods)
+    replicas, ready, updated = counts.replicas, counts.ready, counts.updated
+    current = workload.template_hash(deployment) == desired.config_hash and counts.observed
+    want, unit = desired.replicas, desired.unit()
     rolled_out = current and updated == want and ready == want and replicas == want
     progress = _deployment_condition(deployment, "Progressing")
     if progress.get("reason") == "ProgressDeadlineExceeded" and not rolled_out:
@@ -147,13 +148,16 @@ def health(desired: Desired, observed: Observed) -> Health:
         if want == 0:
             return Health(True, True, "ScaledToZero", "no pods requested")
         return Health(
-            True, True, "Ready", f"{ready}/{want} pods serving {desired.method} with K={desired.num_speculative_tokens}"
+            True,
+            True,
+            "Ready",
+            f"{ready}/{want} {unit} serving {desired.method} with K={desired.num_speculative_tokens}",
         )
     if problem:
         return Health(False, False, problem[0], problem[1], degraded=True)
     if not current or updated < want:
-        return Health(False, False, "RolloutInProgress", f"{updated}/{want} pods run the current configuration")
-    return Health(False, False, "PodsNotReady", f"{ready}/{want} pods ready")
+        return Health(False, False, "RolloutInProgress", f"{updated}/{want} {unit} run the current configuration")
+    return Health(False, False, "PodsNotReady", f"{ready}/{want} {unit} ready")
 
 
 def condition(
@@ -188,12 +192,11 @@ def compute(
     `canary` (status.rollout.canary, canary.py), the last good one on the stable pods and the canary."""
     before = previous.get("conditions") or []
     status: dict[str, Any] = {"observedGeneration": generation}
-    counts = [_get(d, "status") or {} for d in (observed.deployment, observed.canary) if d is not None]
-    for key in ("replicas", "readyReplicas"):
-        status[key] = sum(int(c.get(key, 0)) for c in counts)
+    counts = [workload.counts(d, observed.pods) for d in (observed.deployment, observed.canary)]
+    status["replicas"] = sum(c.replicas for c in counts)
+    status["readyReplicas"] = sum(c.ready for c in counts)
     in_canary = canary is not None and canary["phase"] == CANARY
-    updated = _get(observed.canary if in_canary else observed.deployment, "status", "updatedReplicas")
-    status["updatedReplicas"] = int(updated or 0)
+    status["updatedReplicas"] = counts[1 if in_canary else 0].updated
 
     config_message = verdict.message or "; ".join(verdict.warnings) or "the spec is valid"
     config = condition("ConfigValid", verdict.valid, verdict.reason, config_message, generation, before, now)
@@ -273,7 +276,7 @@ def compute(
         progress_reason = "RolloutInProgress"
         progress_message = (
             f"rolling out configuration {desired.config_hash}: {status['updatedReplicas']}/{desired.replicas} "
-            f"pods updated, {status['readyReplicas']} ready"
+            f"{desired.unit()} updated, {status['readyReplicas']} ready"
         )
     else:
         progress_reason, progress_message = state.reason, state.message
@@ -317,9 +320,9 @@ def canary_message(canary: dict[str, Any], serving: Desired, observed: Observed)
     configuration on the stable pods."""
     if canary["phase"] == PROMOTING:
         return f"promoting configuration {canary['configHash']} to every pod: {canary['message']}"
-    ready = int(_get(observed.canary, "status", "readyReplicas") or 0)
+    ready = workload.counts(observed.canary, observed.pods).ready
     return (
-        f"canary: configuration {canary['configHash']} on {canary['replicas']} pods ({ready} ready), "
+        f"canary: configuration {canary['configHash']} on {canary['replicas']} {serving.unit()} ({ready} ready), "
         f"{serving.config_hash} on {canary['stableReplicas']}; {canary['message']}"
     )
 

@@ -14,10 +14,10 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from specinfer_operator import canary, metrics, rollout
+from specinfer_operator import canary, metrics, rollout, workload
 from specinfer_operator.children import label_selector
 from specinfer_operator.context import Context, observe
-from specinfer_operator.podspec import CONFIG_HASH_ANNOTATION, selector_labels
+from specinfer_operator.podspec import selector_labels
 from specinfer_operator.resource import SpeculativeInference
 from specinfer_operator.status import CANARY, PROMOTING, Desired, Observed, health
 
@@ -28,20 +28,12 @@ log = logging.getLogger(__name__)
 class Arrangement:
     """What to apply, and what the status says about it."""
 
-    deployment: dict[str, Any]  # the (stable) Deployment
-    canary: dict[str, Any] | None  # the canary Deployment; None: there must be none
+    deployment: dict[str, Any]  # the (stable) workload: a Deployment or a LeaderWorkerSet
+    canary: dict[str, Any] | None  # the canary's workload; None: there must be none
     rollback: dict[str, Any] | None  # the rollback in force, if any
     record: dict[str, Any] | None  # status.rollout.canary
     decided: str | None = None  # the reason of a rollback or promotion decided just now
     action: str | None = None  # the manual action (annotation) this arrangement carried out
-
-
-def _template_hash(deployment: dict[str, Any] | None) -> str | None:
-    annotations = ((((deployment or {}).get("spec") or {}).get("template") or {}).get("metadata") or {}).get(
-        "annotations"
-    ) or {}
-    value = annotations.get(CONFIG_HASH_ANNOTATION)
-    return None if value is None else str(value)
 
 
 def pending_action(body: dict[str, Any]) -> str | None:
@@ -71,15 +63,16 @@ def arrange(
     observed: Observed | None = None,
 ) -> tuple[Arrangement, Observed | None]:
     """The arrangement for the spec `cr` (valid), its rendered Deployment `wanted` and what runs (read
-    here when not given and needed), with the canary Deployment read into it."""
+    here when not given and needed), with the canary's workload read into it."""
     previous = body.get("status") or {}
     generation = int(body["metadata"].get("generation") or 0)
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     if not involved(cr, desired, previous, generation):
         return Arrangement(wanted, None, None, None), observed
+    kind = workload.kind_of(wanted)
     if observed is None:
-        observed = observe(ctx, namespace, name)
-    live = ctx.kube.get("apps/v1", "deployments", namespace, canary.name_of(name))
+        observed = observe(ctx, namespace, name, kind)
+    live = ctx.kube.get(kind.api_version, kind.plural, namespace, canary.name_of(workload.object_name(kind, name)))
     observed = replace(observed, canary=live)
     rollback, decided, action = rollout.in_force(previous, generation, desired.config_hash), None, None
     if rollback is None and canary.wanted(cr, desired.config_hash, previous):
@@ -116,7 +109,7 @@ def _canary(
     good = previous["rollout"]["lastGood"]
     before = (previous.get("rollout") or {}).get("canary") or {}
     before = before if before.get("configHash") == desired.config_hash else {}
-    phase = canary.phase_of(_template_hash(observed.deployment), desired.config_hash, before.get("phase"))
+    phase = canary.phase_of(workload.template_hash(observed.deployment), desired.config_hash, before.get("phase"))
     action = pending_action(body)
     state = canary.CanaryState(
         desired.config_hash, phase, size, stable_size, before.get("message") or "starting", desired.family
@@ -127,21 +120,17 @@ def _canary(
     if stable is None:
         return None
     stable["spec"]["replicas"] = stable_size
-    trial = canary.deployment(wanted, size)
+    trial = canary.trial(wanted, size)
     record = canary.record(previous, state, good["configHash"], ctx.now())
     live = observed.canary
-    live_status = (live or {}).get("status") or {}
+    counts = workload.counts(live, observed.pods)
     own = replace(desired, replicas=size)
     generation = int(body["metadata"].get("generation") or 0)
     state_of_canary = health(own, Observed(live, observed.pods))
     failed = rollout.decide(previous, own, observed, state_of_canary, generation, ctx.now())
     if failed is not None and cr.spec.rollout.on_failure == "Rollback":
         return Arrangement(stable, None, failed, None, failed["reason"])
-    healthy = (
-        _template_hash(live) == desired.config_hash
-        and int(live_status.get("readyReplicas", 0)) == size
-        and int(live_status.get("updatedReplicas", 0)) == size
-    )
+    healthy = workload.template_hash(live) == desired.config_hash and counts.ready == counts.updated == size
     floor = cr.spec.telemetry.min_mean_acceptance_length
     stable_figures = (previous.get("speculation") or {}).get("observed")
     verdict = canary.judge(record, stable_figures, stable_size, healthy, settings, floor, action)
@@ -174,30 +163,33 @@ def restore(
     name: str,
     live: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
-    """`wanted` with the last good configuration's pod template: from the live Deployment when it runs it
-    already (no read), else from its ReplicaSet; None without one."""
+    """`wanted` with the last good configuration's pod templates: from the live workload when it runs them
+    already (no read), else from its history (ReplicaSets, or a LeaderWorkerSet's revisions); None without."""
     good = ((previous.get("rollout") or {}).get("lastGood") or {}).get("configHash")
     if not good:
         return None
     back = rollout.restored(wanted, [live] if live is not None else [], str(good))
     if back is not None:
         return back
-    replicasets = ctx.kube.list("apps/v1", "replicasets", namespace, label_selector(selector_labels(name)))
-    back = rollout.restored(wanted, replicasets, str(good))
+    kind = workload.kind_of(wanted)
+    api_version, plural, selector = workload.history_query(kind, name, label_selector(selector_labels(name)))
+    history = workload.history_entries(kind, ctx.kube.list(api_version, plural, namespace, selector))
+    back = rollout.restored(wanted, history, str(good))
     if back is None:
-        log.warning("cannot roll %s/%s back: no ReplicaSet runs configuration %s any more", namespace, name, good)
+        log.warning("cannot roll %s/%s back: no earlier %s keeps configuration %s", namespace, name, plural, good)
     return back
 
 
 def carry_out(ctx: Context, body: dict[str, Any], arrangement: Arrangement, observed: Observed | None) -> None:
-    """What applying the arrangement does not do: delete a canary Deployment that must go, count a
+    """What applying the arrangement does not do: delete a canary workload that must go, count a
     rollback decided just now, and consume the manual action (annotation), saying why when it did nothing."""
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     live = observed.canary if observed is not None else None
     if arrangement.canary is None and live is not None and not live["metadata"].get("deletionTimestamp"):
+        kind = workload.kind_of(live)
         try:
-            ctx.kube.delete("apps/v1", "deployments", namespace, canary.name_of(name))
+            ctx.kube.delete(kind.api_version, kind.plural, namespace, live["metadata"]["name"])
         except ApiException as error:
             if error.status != 404:
                 raise

@@ -27,6 +27,7 @@ from specinfer_operator.service_settings import TelemetrySettings
 from specinfer_operator.status import CANARY, MEASURED_CONDITION
 from specinfer_operator.tuning import MAX_SCHEDULE_BATCH
 from specinfer_operator.window import Counts, Figures, History, Sample, aggregate
+from specinfer_operator.workload import serves
 from specinfer_runtime.engine import ENGINE_PORT
 from specinfer_runtime.tokens import SCHEDULE_FIELD
 from specinfer_runtime.tuning_settings import TuningSettings
@@ -83,8 +84,8 @@ def target_of(pod: dict[str, Any]) -> Target | None:
     meta, status = pod.get("metadata", {}), pod.get("status", {})
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", []))
     config_hash = (meta.get("annotations") or {}).get(CONFIG_HASH_ANNOTATION)
-    if not ready or not status.get("podIP") or meta.get("deletionTimestamp") or not config_hash:
-        return None
+    if not ready or not status.get("podIP") or meta.get("deletionTimestamp") or not config_hash or not serves(pod):
+        return None  # a group's workers run headless: its leader serves, and exports the group's figures
     restarts = sum(int(c.get("restartCount", 0)) for c in status.get("containerStatuses", []))
     return Target(
         pod=meta["name"],

@@ -78,17 +78,36 @@ SHADOWS_OWNED = (
 )
 
 
-def _describe(options: list[str]) -> str:
-    if not options:
+# Options sharing a reason with more than this many others are described together: one nested condition per
+# option would exceed the nesting CEL parsers allow.
+_ALONE = 8
+
+
+def _branches(options: list[str]) -> list[tuple[list[str], str]]:
+    """(options, what to say) for each check of the description, in order: options alone, then by reason."""
+    by_reason: dict[str, list[str]] = {}
+    for option in options:
+        by_reason.setdefault(OWNED[option], []).append(option)
+    alone = [([o], f"could be read as {o}, which {OWNED[o]}") for o in options if len(by_reason[OWNED[o]]) <= _ALONE]
+    together = [
+        (group, f"could be read as one of {', '.join(o for o in group if o.startswith('--'))}, which {reason}")
+        for reason, group in by_reason.items()
+        if len(group) > _ALONE
+    ]
+    return alone + together
+
+
+def _describe(branches: list[tuple[list[str], str]]) -> str:
+    if not branches:
         return "'an owned flag'"
-    first, rest = options[0], options[1:]
-    said = cel_string(f"could be read as {first}, which {OWNED[first]}")
-    return f"(self.matches({cel_string(pattern(first))}) ? {said} : {_describe(rest)})"
+    (options, said), rest = branches[0], branches[1:]
+    test = cel_string(_any([pattern(o) for o in options]))
+    return f"(self.matches({test}) ? {cel_string(said)} : {_describe(rest)})"
 
 
 # CEL, on one engineArgs item: `'--speculative-confi' could be read as --speculative-config, which is rendered
 # from spec.speculative`
-DESCRIBE = f'"\'" + self + "\' " + {_describe(sorted(OWNED))}'
+DESCRIBE = f'"\'" + self + "\' " + {_describe(_branches(sorted(OWNED)))}'
 
 
 def lookalikes(owned: list[str], others: list[str]) -> list[str]:

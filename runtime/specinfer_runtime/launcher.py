@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specinfer_runtime import compat, fetch, preflight
+from specinfer_runtime import compat, fetch, multinode, preflight
 from specinfer_runtime.advisories import advise
 from specinfer_runtime.argv import vllm_argv
 from specinfer_runtime.engine import EngineSpec
@@ -48,6 +48,15 @@ class Environment:
     shared_memory: int | None = None
     find_module: Callable[[str], object | None] = lambda name: None
     versions: Mapping[str, str] = field(default_factory=dict)
+    interface: str | None = None  # the network interface holding the pod's IP
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What to exec: the command line, and the variables to add to the environment."""
+
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
 
 
 def visible_npus(environment: Environment) -> int | None:
@@ -62,11 +71,12 @@ def visible_npus(environment: Environment) -> int | None:
 def check(spec: EngineSpec, environment: Environment, read_config: Callable[[str], dict[str, object]]) -> list[str]:
     """Every reason this pod cannot run `spec` (empty when it can)."""
     problems = []
-    need = spec.parallelism.npus()
+    need = spec.parallelism.npus_per_node()
     seen = visible_npus(environment)
     if environment.env.get("SPECINFER_SKIP_NPU_CHECK") != "1" and (seen is None or seen < need):
+        per = f" / nodes {spec.parallelism.group_size()}" if spec.parallelism.group_size() > 1 else ""
         problems.append(
-            f"{seen or 0} NPUs visible, tensor x pipeline x data needs {need}: check the pod's "
+            f"{seen or 0} NPUs visible, tensor x pipeline x data{per} needs {need}: check the pod's "
             "NPU resource request and the Ascend device plugin"
         )
     if environment.env.get(compat.SKIP) != "1":
@@ -119,12 +129,13 @@ def gather() -> Environment:
         shared_memory=shm,
         find_module=importlib.util.find_spec,
         versions=compat.installed(),
+        interface=multinode.interface_of(os.environ.get(multinode.POD_IP_ENV, "").strip()),
     )
 
 
-def prepare(config: str, argv: Sequence[str], environment: Environment | None) -> list[str]:
-    """The command to exec, or PreflightError with the reason; without an environment (a dry run
-    outside the pod) only the config and the command are checked."""
+def prepare(config: str, argv: Sequence[str], environment: Environment | None) -> Launch:
+    """What to exec, or PreflightError with the reason; without an environment (a dry run outside the
+    pod) only the config and the command are checked."""
     spec = load(config)
     rendered = vllm_argv(spec)
     command = list(argv) or rendered
@@ -134,14 +145,19 @@ def prepare(config: str, argv: Sequence[str], environment: Environment | None) -
             "out of step?): run the image matching the operator"
         )
     if environment is None:
-        return command
+        return Launch(command)
+    try:
+        rank = multinode.flags(spec, environment.env)
+    except multinode.GroupError as error:
+        raise PreflightError(str(error)) from error
     failed = fetch.fetch_draft(spec, environment.env)
     if failed:
         raise PreflightError(failed)
     problems = check(spec, environment, preflight.read_model_config)
     if problems:
         raise PreflightError("preflight failed: " + "; ".join(problems))
-    return listening(command, environment.env.get(LISTEN_ADDRESS_ENV, "").strip())
+    command = listening(command, environment.env.get(LISTEN_ADDRESS_ENV, "").strip()) + rank
+    return Launch(command, multinode.environment(spec, environment.env, environment.interface))
 
 
 def listening(command: list[str], address: str) -> list[str]:
@@ -177,8 +193,8 @@ def main(args: Sequence[str] | None = None) -> None:
         with contextlib.suppress(OSError):  # outside Kubernetes there may be no termination log
             Path(ns.termination_log).write_text(reason + "\n")
         sys.exit(1)
-    log.info("exec %s", json.dumps(final))
+    log.info("exec %s%s", json.dumps(final.argv), f" with {json.dumps(final.env)}" if final.env else "")
     if ns.dry_run:
-        print(" ".join(final))
+        print(" ".join(final.argv))
         return
-    os.execvp(final[0], final)
+    os.execvpe(final.argv[0], final.argv, {**os.environ, **final.env})

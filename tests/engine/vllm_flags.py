@@ -53,6 +53,21 @@ OWNED: dict[str, str] = {
     "async_scheduling": "is rendered from spec.scheduling.asyncScheduling",
     "max_num_seqs": "is rendered from spec.scheduling.maxNumSeqs",
     "max_num_batched_tokens": "is rendered from spec.scheduling.maxNumBatchedTokens",
+    **dict.fromkeys(
+        (
+            "nnodes",
+            "node_rank",
+            "master_addr",
+            "master_port",
+            "headless",
+            "data_parallel_size_local",
+            "data_parallel_start_rank",
+            "data_parallel_address",
+            "data_parallel_rpc_port",
+            "data_parallel_rank",
+        ),
+        "is rendered from spec.parallelism.nodes, for each pod of a group, by specinfer-runtime",
+    ),
 }
 MODEL = "org/model"
 # FlexibleArgumentParser turns `-O<level>` and `-O <level>` into --optimization-level before argparse runs.

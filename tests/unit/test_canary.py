@@ -62,7 +62,7 @@ def test_the_canary_needs_no_extra_pod_unless_max_surge_allows_it() -> None:
 def test_the_canary_deployment_is_told_apart_by_a_track_label_the_service_ignores() -> None:
     resource = cr({**example("ngram")["spec"], "replicas": 3}, name="demo", namespace="ml")
     children = {o["kind"]: o for o in render(resource)}
-    trial_deployment = canary.deployment(children["Deployment"], 1)
+    trial_deployment = canary.trial(children["Deployment"], 1)
     assert trial_deployment["metadata"]["name"] == "demo-canary"
     assert trial_deployment["spec"]["replicas"] == 1
     assert trial_deployment["spec"]["selector"]["matchLabels"][TRACK_LABEL] == "canary"

@@ -76,8 +76,8 @@ def test_draft_vocabulary_mismatch() -> None:
 
 def test_prepare_refuses_arguments_that_differ_from_the_config(tmp_path: Path) -> None:
     path = write(tmp_path, EAGLE)
-    assert prepare(path, vllm_argv(engine(EAGLE)), None) == vllm_argv(engine(EAGLE))
-    assert prepare(path, [], None) == vllm_argv(engine(EAGLE))
+    assert prepare(path, vllm_argv(engine(EAGLE)), None).argv == vllm_argv(engine(EAGLE))
+    assert prepare(path, [], None).argv == vllm_argv(engine(EAGLE))
     with pytest.raises(PreflightError, match="arguments differ from the engine config"):
         prepare(path, ["vllm", "serve", "other"], None)
 

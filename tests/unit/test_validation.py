@@ -30,7 +30,10 @@ def test_list_item_paths_are_indexed() -> None:
 def test_unknown_field_lists_the_allowed_ones() -> None:
     spec = {**NGRAM, "parallelism": {"tensr": 2}}
     (message,) = messages(resource(spec))
-    assert message == 'spec.parallelism.tensr: unknown field "tensr"; allowed fields: data, expert, pipeline, tensor'
+    assert (
+        message
+        == 'spec.parallelism.tensr: unknown field "tensr"; allowed fields: data, expert, nodes, pipeline, tensor'
+    )
 
 
 def test_wrong_types_never_raise() -> None:
