@@ -13,7 +13,7 @@ from specinfer_operator.children import label_selector
 from specinfer_operator.context import Context
 from specinfer_operator.debounce import Debounce
 from specinfer_operator.podspec import MANAGER
-from specinfer_operator.reconcile import APPLY_REJECTED, reconcile
+from specinfer_operator.reconcile import APPLY_REJECTED, GROUPS_MISSING, reconcile
 from specinfer_operator.resource import GROUP, PLURAL, VERSION
 from specinfer_operator.telemetry import INSTANCE_LABEL, Telemetry
 from specinfer_operator.workload import LWS_API_VERSION
@@ -28,9 +28,10 @@ WORKERS = 32  # sync handlers block on API calls; 2 cores' default of 6 queues t
 # default, 5 s, is shorter than the watch lag while hundreds of resources are created at once: kopf then
 # took a resource's stale copy for a new creation and reconciled it a second time (a third more writes).
 CONSISTENCY_SECONDS = 60
-# A refused child is retried this often: one dry run per refused resource, and the cause (a policy, a quota)
-# may go at any time.
+# A refused child is retried this often: one dry run per refused resource, and the cause (a policy, a quota,
+# LeaderWorkerSet not installed) may go at any time.
 RETRY_SECONDS = 30
+RETRIED_REASONS = (APPLY_REJECTED, GROUPS_MISSING)
 
 
 @kopf.on.startup()
@@ -102,15 +103,16 @@ def on_spec(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
     reconcile(dict(body), _context(memo, kwargs), [node for store in index.values() for node in store])
 
 
-def _apply_rejected(status: kopf.Status, **_: Any) -> bool:
+def _refused_for_now(status: kopf.Status, **_: Any) -> bool:
     return any(
-        c.get("type") == "ConfigValid" and c.get("reason") == APPLY_REJECTED for c in status.get("conditions") or []
+        c.get("type") == "ConfigValid" and c.get("reason") in RETRIED_REASONS for c in status.get("conditions") or []
     )
 
 
-@kopf.timer(GROUP, VERSION, PLURAL, interval=RETRY_SECONDS, initial_delay=RETRY_SECONDS, when=_apply_rejected)
+@kopf.timer(GROUP, VERSION, PLURAL, interval=RETRY_SECONDS, initial_delay=RETRY_SECONDS, when=_refused_for_now)
 def retry_rejected(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
-    """A child the API server refused may pass later (an admission policy or quota changed): try again."""
+    """A child the API server refused may pass later (an admission policy or quota changed, LeaderWorkerSet
+    was installed): try again."""
     on_spec(body=body, memo=memo, **kwargs)
 
 

@@ -146,7 +146,7 @@ def test_network_policies_match_the_pods_they_are_for(cluster: Cluster, namespac
     objects = render(cluster, namespace, VARIANTS["networkpolicy-and-dashboard"])
     (operator,) = [o for o in objects if o["kind"] == "Deployment"]
     operator_labels = operator["spec"]["template"]["metadata"]["labels"]
-    engine = children.deployment(cr(spec(replicas=1)), children.RenderDefaults())["spec"]["template"]
+    engine = children.engines(cr(spec(replicas=1)), children.RenderDefaults())["spec"]["template"]
     engine_labels = engine["metadata"]["labels"]
     (engine_port,) = [p["containerPort"] for p in engine["spec"]["containers"][0]["ports"] if p["name"] == "http"]
     policies = {
