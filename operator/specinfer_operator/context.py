@@ -24,7 +24,7 @@ from specinfer_operator.status import Desired, Observed
 from specinfer_operator.timestamps import utc_now
 from specinfer_operator.workload import LEADER_WORKER_SET, Kind, object_name
 
-GROUPS_RECHECK_SECONDS = 20
+GROUPS_RECHECK_SECONDS = 10
 
 
 class EventSink(Protocol):
@@ -53,11 +53,11 @@ class Context:
     _groups_served: tuple[bool, float] | None = None  # whether the API serves LeaderWorkerSets, and when asked
 
     def groups_served(self) -> bool:
-        """Whether the API server serves LeaderWorkerSets: asked again a while after a no, since it may be
-        installed at any time."""
+        """Whether the API server serves LeaderWorkerSets: asked again after a while, since it may be
+        installed or removed at any time."""
         with self._guard:
             known = self._groups_served
-        if known is not None and (known[0] or time.monotonic() - known[1] < GROUPS_RECHECK_SECONDS):
+        if known is not None and time.monotonic() - known[1] < GROUPS_RECHECK_SECONDS:
             return known[0]
         served = self.kube.serves(LEADER_WORKER_SET.api_version, LEADER_WORKER_SET.plural)
         with self._guard:

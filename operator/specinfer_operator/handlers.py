@@ -16,11 +16,6 @@ from specinfer_operator.podspec import MANAGER
 from specinfer_operator.reconcile import APPLY_REJECTED, GROUPS_MISSING, reconcile
 from specinfer_operator.resource import GROUP, PLURAL, VERSION
 from specinfer_operator.telemetry import INSTANCE_LABEL, Telemetry
-from specinfer_operator.workload import LWS_API_VERSION
-
-# Without LeaderWorkerSet installed when the operator starts, kopf leaves this watch out (with a warning):
-# groups are then followed through their pods' events alone.
-LWS_GROUP, LWS_VERSION = LWS_API_VERSION.split("/")
 
 CHILD_LABELS = {"app.kubernetes.io/managed-by": MANAGER}
 WORKERS = 32  # sync handlers block on API calls; 2 cores' default of 6 queues them
@@ -47,7 +42,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.execution.max_workers = WORKERS
     settings.persistence.consistency_timeout = CONSISTENCY_SECONDS
     # Watch only our own children: the label filters below would otherwise apply to every pod in the cluster.
-    for resource in ("deployments", "leaderworkersets", "pods"):
+    for resource in ("deployments", "pods"):
         settings.watching.label_selectors[resource] = label_selector(CHILD_LABELS)
     # Read the API's resource list once at start instead of watching CRDs and namespaces: the watched
     # namespaces are named exactly, and the RBAC then needs no cluster-wide read of either.
@@ -144,10 +139,14 @@ async def on_pod_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
 
 
 @kopf.on.event("apps", "v1", "deployments", labels=CHILD_LABELS)
-@kopf.on.event(LWS_GROUP, LWS_VERSION, "leaderworkersets", labels=CHILD_LABELS)
 @kopf.on.event("v1", "pods", labels=CHILD_LABELS)
 async def on_child(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
-    """Refresh the owner's status (and correct drift) once the burst this event belongs to has passed."""
+    """Refresh the owner's status (and correct drift) once the burst this event belongs to has passed.
+
+    LeaderWorkerSets are not watched: a group's status is counted from its pods, and any change to a
+    LeaderWorkerSet that matters (its deletion, a new template or replica count) replaces pods, whose events
+    bring the refresh that corrects it. A watch would also stop the operator when LeaderWorkerSet is
+    uninstalled (kopf ends on the 404), and would need list and watch on them cluster-wide."""
     owner = body.get("metadata", {}).get("labels", {}).get(INSTANCE_LABEL)
     namespace = body.get("metadata", {}).get("namespace")
     _context(memo, kwargs)

@@ -17,7 +17,7 @@ from specinfer_operator import effective, strategy, workload
 from specinfer_operator.children import family_hash, render
 from specinfer_operator.context import Context, desired_of, observe
 from specinfer_operator.manifests import check
-from specinfer_operator.reconcile import publish
+from specinfer_operator.reconcile import GROUPS_MISSING, groups_problem, publish
 from specinfer_operator.status import Verdict
 
 log = logging.getLogger(__name__)
@@ -75,9 +75,12 @@ def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> N
     config = next((c for c in previous.get("conditions") or [] if c.get("type") == "ConfigValid"), None)
     if not accepted or config is None:
         return  # reconcile has not handled this generation yet; it will publish the status
-    observed = observe(ctx, namespace, name, workload.kind_of_spec(body.get("spec")))
-    if config["status"] != "True":
-        verdict = Verdict(False, config.get("reason", "InvalidSpec"), config.get("message", ""))
+    kind = workload.kind_of_spec(body.get("spec"))
+    observed = observe(ctx, namespace, name, kind)
+    missing = groups_problem(ctx) if kind == workload.LEADER_WORKER_SET and config["status"] == "True" else None
+    if config["status"] != "True" or missing:  # LeaderWorkerSet uninstalled: retried until it is back
+        reason, message = (GROUPS_MISSING, missing) if missing else (config.get("reason", "InvalidSpec"), "")
+        verdict = Verdict(False, reason, message or config.get("message", ""))
         publish(body, ctx, verdict, None, observed)
         return
     report = check(body)

@@ -66,6 +66,17 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   resources: ["poddisruptionbudgets"]
   # spec.disruptionBudget: applied like the other children, deleted when the spec drops it.
   verbs: ["create", "patch", "delete"]
+{{- if .Values.leaderWorkerSet.enabled }}
+- apiGroups: ["leaderworkerset.x-k8s.io"]
+  resources: ["leaderworkersets"]
+  # Engines over several nodes: applied like a Deployment (not watched: their pods are); delete: a canary's,
+  # and the other kind's when parallelism.nodes changes between 1 and more.
+  verbs: ["get", "create", "patch", "delete"]
+- apiGroups: ["apps"]
+  resources: ["controllerrevisions"]
+  # A LeaderWorkerSet's history, which rollbacks restore from and engine configs are kept for.
+  verbs: ["list"]
+{{- end }}
 {{- end }}
 
 {{/* The engine pods' container port "http": ENGINE_PORT in runtime/specinfer_runtime/engine.py. */}}
