@@ -17,6 +17,7 @@ import yaml
 from specinfer_operator import children
 from tests.e2e.conftest import ROOT, Cluster, Operator, wait_until
 from tests.e2e.test_canary import deployments
+from tests.e2e.test_groups import group
 from tests.e2e.test_operator import apply, condition, pods, resource, spec, wait_ready
 from tests.unit.helpers import cr
 
@@ -177,6 +178,34 @@ def test_no_rule_grants_secrets_or_wildcards(cluster: Cluster, namespace: str) -
                 assert "*" not in rule["resources"] + rule["verbs"] + rule["apiGroups"], rule
 
 
+def test_leaderworkerset_rbac_only_when_enabled(cluster: Cluster, namespace: str) -> None:
+    """Exactly the verbs engines over several nodes need, and none without leaderWorkerSet.enabled."""
+
+    def grants(values: list[str]) -> set[tuple[str, str, tuple[str, ...]]]:
+        return {
+            (obj["kind"], resource, tuple(rule["verbs"]))
+            for obj in render(cluster, namespace, values)
+            if obj["kind"] in ("Role", "ClusterRole")
+            for rule in obj.get("rules", [])
+            for resource in rule["resources"]
+            if resource in ("leaderworkersets", "controllerrevisions")
+        }
+
+    def flag(values: list[str]) -> str:
+        (operator,) = [o for o in render(cluster, namespace, values) if o["kind"] == "Deployment"]
+        env = {e["name"]: e.get("value") for e in operator["spec"]["template"]["spec"]["containers"][0]["env"]}
+        return str(env["SPECINFER_LEADER_WORKER_SET"])
+
+    assert grants([]) == set()
+    assert flag([]) == "false"
+    enabled = ["--set", "leaderWorkerSet.enabled=true"]
+    assert grants(enabled) == {
+        ("ClusterRole", "leaderworkersets", ("get", "create", "patch", "delete")),
+        ("ClusterRole", "controllerrevisions", ("list",)),
+    }
+    assert flag(enabled) == "true"
+
+
 @pytest.fixture
 def no_shared_operator(operator: Operator) -> Iterator[None]:
     """Stop the session's (cluster-admin) operator, so that whatever reconciles is the one under test."""
@@ -226,6 +255,8 @@ def test_helm_install_and_the_operator_with_the_charts_identity(
         f"watchNamespaces={{{namespace}}}",
         "--set",
         "image.repository=registry.example.com/specinfer-operator",
+        "--set",
+        "leaderWorkerSet.enabled=true",
         "--wait",
         "--timeout=2m",
     )
@@ -265,6 +296,11 @@ def test_helm_install_and_the_operator_with_the_charts_identity(
             cluster.kubectl("annotate", "specinference", "-n", namespace, "rbac", "specinfer.io/canary=promote")
             wait_until("the canary Deployment to go", lambda: list(deployments(cluster, namespace)) == ["rbac"])
             assert wait_ready(cluster, namespace, "rbac")["status"]["speculation"]["numSpeculativeTokens"] == 3
+            # An engine over two nodes, under the same identity: a group, a new configuration rolling it.
+            cluster.kubectl("delete", "specinference", "-n", namespace, "rbac", "--wait=false")
+            for k in (3, 4):
+                apply(cluster, namespace, "big", group(k=k))
+                assert wait_ready(cluster, namespace, "big")["status"]["ready"] == "1/1"
         finally:
             process.stop()
         log = "".join(p.read_text(errors="replace") for p in tmp_path.glob("operator-*.log"))
@@ -294,5 +330,5 @@ def test_helm_install_and_the_operator_with_the_charts_identity(
     finally:
         helm(cluster, "uninstall", RELEASE, "-n", system, "--wait", check=False)
         cluster.kubectl("delete", "namespace", system, "--wait=false", check=False)
-    assert resource(cluster, namespace, "rbac")["metadata"]["name"] == "rbac", "uninstall must keep the resources"
-    assert condition(resource(cluster, namespace, "rbac"), "Ready")["status"] == "True"
+    assert resource(cluster, namespace, "big")["metadata"]["name"] == "big", "uninstall must keep the resources"
+    assert condition(resource(cluster, namespace, "big"), "Ready")["status"] == "True"

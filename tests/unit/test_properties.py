@@ -30,7 +30,10 @@ def test_validating_and_rendering_never_raise(resource: dict[str, Any]) -> None:
     assert report.ok == (report.value is not None)
     assert report.ok or report.errors
     if report.value is not None:
-        assert [o["kind"] for o in render(report.value)] == ["ConfigMap", "Deployment", "Service"]
+        kinds = [o["kind"] for o in render(report.value)]
+        workload = "LeaderWorkerSet" if report.value.spec.parallelism.group_size() > 1 else "Deployment"
+        budget = ["PodDisruptionBudget"] if report.value.spec.disruption_budget else []
+        assert kinds == ["ConfigMap", workload, "Service", *budget]
 
 
 @given(resources())
