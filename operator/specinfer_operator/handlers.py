@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import kopf
@@ -23,10 +24,12 @@ WORKERS = 32  # sync handlers block on API calls; 2 cores' default of 6 queues t
 # default, 5 s, is shorter than the watch lag while hundreds of resources are created at once: kopf then
 # took a resource's stale copy for a new creation and reconciled it a second time (a third more writes).
 CONSISTENCY_SECONDS = 60
-# A refused child is retried this often: one dry run per refused resource, and the cause (a policy, a quota,
-# LeaderWorkerSet not installed) may go at any time.
+# A refused child is retried this often: one dry run per refused resource, and the cause (a policy, a quota)
+# may go at any time.
 RETRY_SECONDS = 30
-RETRIED_REASONS = (APPLY_REJECTED, GROUPS_MISSING)
+# A group refused for want of LeaderWorkerSet, more often: the check is one discovery request, shared by every
+# resource (Context.groups_served).
+GROUPS_RETRY_SECONDS = 10
 
 
 @kopf.on.startup()
@@ -98,16 +101,29 @@ def on_spec(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
     reconcile(dict(body), _context(memo, kwargs), [node for store in index.values() for node in store])
 
 
-def _refused_for_now(status: kopf.Status, **_: Any) -> bool:
-    return any(
-        c.get("type") == "ConfigValid" and c.get("reason") in RETRIED_REASONS for c in status.get("conditions") or []
-    )
+def _refused(reason: str) -> Callable[..., bool]:
+    def refused(status: kopf.Status, **_: Any) -> bool:
+        return any(c.get("type") == "ConfigValid" and c.get("reason") == reason for c in status.get("conditions") or [])
+
+    return refused
 
 
-@kopf.timer(GROUP, VERSION, PLURAL, interval=RETRY_SECONDS, initial_delay=RETRY_SECONDS, when=_refused_for_now)
+@kopf.timer(GROUP, VERSION, PLURAL, interval=RETRY_SECONDS, initial_delay=RETRY_SECONDS, when=_refused(APPLY_REJECTED))
 def retry_rejected(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
-    """A child the API server refused may pass later (an admission policy or quota changed, LeaderWorkerSet
-    was installed): try again."""
+    """A child the API server refused may pass later (an admission policy or quota changed): try again."""
+    on_spec(body=body, memo=memo, **kwargs)
+
+
+@kopf.timer(
+    GROUP,
+    VERSION,
+    PLURAL,
+    interval=GROUPS_RETRY_SECONDS,
+    initial_delay=GROUPS_RETRY_SECONDS,
+    when=_refused(GROUPS_MISSING),
+)
+def retry_without_groups(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
+    """LeaderWorkerSet may be installed at any time: then the group rolls out, without an edit of the spec."""
     on_spec(body=body, memo=memo, **kwargs)
 
 

@@ -114,6 +114,41 @@ def test_a_group_spans_nodes_rolls_and_rolls_back(cluster: Cluster, namespace: s
     wait_until("every child of the group to be collected", gone, timeout=60)
 
 
+def test_a_groups_canary_runs_in_a_second_leader_worker_set(
+    cluster: Cluster, namespace: str, operator: Operator
+) -> None:
+    apply(cluster, namespace, "cg", group(k=3, rollout={"strategy": "Canary"}))
+    good = wait_ready(cluster, namespace, "cg")["status"]["configHash"]
+
+    # One group and no room beside it: the canary takes the group's nodes, judged against the last good figures.
+    apply(cluster, namespace, "cg", group(k=4, rollout={"strategy": "Canary"}))
+    obj = wait_resource(cluster, namespace, "cg", "STATUS Canary", lambda o: "canary" in o["status"].get("rollout", {}))
+    record = obj["status"]["rollout"]["canary"]
+    assert (record["replicas"], record["stableReplicas"]) == (1, 0)
+    new = record["configHash"]
+
+    def sets() -> dict[str, int]:
+        return {s["metadata"]["name"]: s["spec"]["replicas"] for s in cluster.get("lws", "-n", namespace)["items"]}
+
+    wait_until(
+        "the canary's LeaderWorkerSet beside the stable one", lambda: sets() == {"cg-group": 0, "cg-group-canary": 1}
+    )
+    wait_until(
+        "the canary group on the new configuration",
+        lambda: (
+            sorted(p["metadata"]["labels"].get("specinfer.io/track", "") for p in pods(cluster, namespace, "cg"))
+            == ["canary", "canary"]
+            and {p["metadata"]["annotations"][CONFIG_HASH] for p in pods(cluster, namespace, "cg")} == {new}
+        ),
+    )
+
+    cluster.kubectl("annotate", "specinference", "-n", namespace, "cg", "specinfer.io/canary=promote")
+    done = wait_ready(cluster, namespace, "cg")
+    assert (done["status"]["configHash"], done["status"]["rollout"]["lastGood"]["configHash"]) == (new, new)
+    assert new != good
+    wait_until("the canary's LeaderWorkerSet to go", lambda: sets() == {"cg-group": 1})
+
+
 def template(cluster: Cluster, namespace: str, which: str) -> list[dict[str, Any]]:
     lws = cluster.get("leaderworkerset", "-n", namespace, "big-group")
     containers: list[dict[str, Any]] = lws["spec"]["leaderWorkerTemplate"][which]["spec"]["containers"]
