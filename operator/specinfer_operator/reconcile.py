@@ -218,7 +218,6 @@ def _reconcile(body: dict[str, Any], ctx: Context, nodes: list[dict[str, Any]], 
     kind = workload.kind_of_spec(body.get("spec"))
     if desired is not None and cr is not None:  # which workloads run what: rollbacks and canaries
         wanted = next(o for o in children if workload.is_workload(o))
-        kind = workload.kind_of(wanted)
         arrangement, observed = strategy.arrange(ctx, body, cr, desired, wanted)
         children = [arrangement.deployment if o is wanted else o for o in children]
         children += [arrangement.canary] if arrangement.canary is not None else []

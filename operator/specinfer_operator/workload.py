@@ -46,14 +46,10 @@ def object_name(kind: Kind, name: str) -> str:
     return f"{name}{GROUP_SUFFIX}" if kind == LEADER_WORKER_SET else name
 
 
-def kind_for(group_size: int) -> Kind:
-    return LEADER_WORKER_SET if group_size > 1 else DEPLOYMENT
-
-
 def kind_of_spec(spec: dict[str, Any] | None) -> Kind:
     """The kind a spec (as stored, perhaps invalid) is run by."""
     nodes = ((spec or {}).get("parallelism") or {}).get("nodes")
-    return kind_for(nodes if isinstance(nodes, int) else 1)
+    return LEADER_WORKER_SET if isinstance(nodes, int) and nodes > 1 else DEPLOYMENT
 
 
 def is_workload(obj: dict[str, Any]) -> bool:
