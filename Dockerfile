@@ -1,6 +1,9 @@
 # The operator image: specinfer-operator on a slim, pinned Python, non-root, read-only root filesystem.
 #   docker build -t REGISTRY/specinfer-operator:0.1.0 .
-FROM python:3.11.14-slim-bookworm AS build
+# PYTHON_IMAGE is any Debian-based Python 3.11 with `python` on PATH (hack/images builds one from Debian
+# packages where no registry is reachable).
+ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
+FROM ${PYTHON_IMAGE} AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY runtime ./runtime
@@ -9,7 +12,7 @@ RUN python -m venv /opt/specinfer \
  && /opt/specinfer/bin/pip install --no-cache-dir --upgrade pip==25.3 \
  && /opt/specinfer/bin/pip install --no-cache-dir .
 
-FROM python:3.11.14-slim-bookworm
+FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="specinfer-operator" \
       org.opencontainers.image.description="Kubernetes operator for speculative-decoding inference with vLLM-Ascend" \
       org.opencontainers.image.licenses="Apache-2.0" \

@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup run test lint typecheck unit package e2e engine crd vllm-flags bench bench-operator bench-telemetry bench-tuning clean
+.PHONY: setup run test lint typecheck unit package e2e engine images crd vllm-flags bench bench-operator bench-telemetry bench-tuning clean
 
 setup: $(STAMP)
 
@@ -18,13 +18,22 @@ $(STAMP): pyproject.toml
 run: setup
 	hack/demo
 
-## test: lint, type-check and run every test suite
-test: lint typecheck unit package e2e engine
+## test: lint, type-check and run every test suite; the control plane's binaries, the engine venv and the
+## images start building first, beside the checks (logs in $SPECINFER_CACHE/warm-up; a build that fails there
+## is run again, in the open, by the suite that needs it)
+test: setup
+	@warm="$${SPECINFER_CACHE:-$$HOME/.cache/specinfer}/warm-up"; mkdir -p "$$warm"; \
+	hack/build-binaries.sh >"$$warm/binaries.log" 2>&1 & binaries=$$!; \
+	hack/engine-venv >"$$warm/engine-venv.log" 2>&1 & venv=$$!; \
+	hack/images >"$$warm/images.log" 2>&1 & images=$$!; \
+	$(MAKE) --no-print-directory lint typecheck unit package; checks=$$?; \
+	wait $$binaries $$venv $$images; \
+	[ $$checks = 0 ] && $(MAKE) --no-print-directory e2e engine
 
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/hadolint Dockerfile images/runtime/Dockerfile
+	$(BIN)/hadolint Dockerfile images/runtime/Dockerfile hack/bases/vllm-cpu/Containerfile
 
 typecheck: setup
 	$(BIN)/mypy runtime/specinfer_runtime operator/specinfer_operator tests bench
@@ -37,27 +46,38 @@ package: setup
 	$(BIN)/pytest tests/package
 
 ## e2e: the e2e suite against a local control plane (built from Go modules on first use, while the engine venv
-## builds beside it), stopped afterwards, with a real engine (the engine venv) behind the pods of the
-## acceptance, canary and tuning tests;
+## and the images build beside it), stopped afterwards, with a real engine behind the pods of the acceptance,
+## canary, rollback and tuning tests: in the runtime image (hack/images), on the engine venv's model cache;
 ## SPECINFER_E2E_KUBECONFIG=FILE runs it against that cluster instead
 e2e: setup
 ifdef SPECINFER_E2E_KUBECONFIG
-	venv="$$(hack/engine-venv)" && SPECINFER_ENGINE_VENV="$$venv" $(BIN)/pytest tests/e2e
+	venv="$$(hack/engine-venv)" && images="$$(hack/images)" && \
+	env SPECINFER_ENGINE_VENV="$$venv" $$images $(BIN)/pytest tests/e2e
 else
-	@path=$$(mktemp); hack/engine-venv >"$$path" & build=$$!; \
+	@venv=$$(mktemp); images=$$(mktemp); \
+	hack/engine-venv >"$$venv" & build=$$!; hack/images >"$$images" & imaging=$$!; \
 	was_up=0; hack/cluster status >/dev/null 2>&1 && was_up=1; \
 	hack/cluster up --nodes 2 --npus 8; up=$$?; \
-	wait $$build || { echo "hack/engine-venv failed" >&2; [ $$was_up = 1 ] || hack/cluster down; exit 1; }; \
-	venv="$$(cat "$$path")"; rm -f "$$path"; \
-	[ $$up = 0 ] && SPECINFER_ENGINE_VENV="$$venv" $(BIN)/pytest --durations=12 tests/e2e; status=$$?; \
-	[ $$was_up = 1 ] || hack/cluster down; exit $$status
+	built=0; wait $$build || { echo "hack/engine-venv failed" >&2; built=1; }; \
+	wait $$imaging || { echo "hack/images failed" >&2; built=1; }; \
+	if [ $$built != 0 ]; then [ $$was_up = 1 ] || hack/cluster down; exit 1; fi; \
+	[ $$up = 0 ] && env SPECINFER_ENGINE_VENV="$$(cat "$$venv")" $$(cat "$$images") \
+		$(BIN)/pytest --durations=12 tests/e2e; status=$$?; \
+	rm -f "$$venv" "$$images"; [ $$was_up = 1 ] || hack/cluster down; exit $$status
 endif
 
 ## engine: a real vLLM (vllm-cpu) serving a tiny local model through specinfer-runtime: ngram, suffix and
-## draft_model give the same greedy output as no speculation, and real spec-decode metrics; the engine venv
-## (several GB) is built once by hack/engine-venv outside the repository
+## draft_model give the same greedy output as no speculation, and real spec-decode metrics; ngram and suffix
+## are served by the runtime image; the engine venv (several GB) is built once by hack/engine-venv outside
+## the repository
 engine: setup
-	venv="$$(hack/engine-venv)" && SPECINFER_ENGINE_VENV="$$venv" $(BIN)/pytest --durations=8 tests/engine
+	venv="$$(hack/engine-venv)" && images="$$(hack/images)" && \
+	env SPECINFER_ENGINE_VENV="$$venv" $$images $(BIN)/pytest --durations=8 tests/engine
+
+## images: the operator and runtime images, built with podman on base images made from Debian and PyPI
+## packages (hack/images; cached by content)
+images: setup
+	hack/images
 
 ## crd: regenerate the CRD from the API models, in crds/ and in the Helm chart
 crd: setup

@@ -26,6 +26,9 @@ CACHE="${SPECINFER_CACHE:-${HOME}/.cache/specinfer}"
 BIN="${CACHE}/bin"
 SRC="${CACHE}/src"
 mkdir -p "${BIN}" "${SRC}"
+# One build at a time: make test starts one beside its first checks, and hack/cluster up asks again.
+exec 9>"${CACHE}/build-binaries.lock"
+flock 9
 
 FORCE=0
 WANT=()

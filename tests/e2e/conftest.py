@@ -165,6 +165,16 @@ def free_port() -> int:
         return port
 
 
+def local_get(port: int, path: str) -> str:
+    """The body of a local endpoint, or "" while nothing answers."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as response:
+            text: str = response.read().decode()
+            return text
+    except OSError:
+        return ""
+
+
 class Operator:
     """specinfer-operator as a process, the way a Deployment would run it."""
 
@@ -195,21 +205,11 @@ class Operator:
         if wait:
             wait_until("the operator's metrics endpoint", self.metrics, timeout=30)
 
-    @staticmethod
-    def _get(port: int, path: str) -> str:
-        """The body of a local endpoint, or "" while nothing answers."""
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as response:
-                text: str = response.read().decode()
-                return text
-        except OSError:
-            return ""
-
     def metrics(self) -> str:
-        return self._get(self.metrics_port, "/metrics")
+        return local_get(self.metrics_port, "/metrics")
 
     def health(self) -> str:
-        return self._get(self.health_port, "/healthz")
+        return local_get(self.health_port, "/healthz")
 
     def kill(self) -> None:
         """SIGKILL: no graceful shutdown, as when a node dies."""
@@ -236,3 +236,13 @@ def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
         yield handle
     finally:
         handle.stop()
+
+
+@pytest.fixture
+def no_shared_operator(operator: Operator) -> Iterator[None]:
+    """Stop the session's (cluster-admin) operator, so that whatever reconciles is the one under test."""
+    operator.stop()
+    try:
+        yield
+    finally:
+        operator.start()

@@ -3,7 +3,9 @@
 kwok pods have no containers. On the local cluster their IPs are loopback addresses (one range per
 node, see hack/cluster), so this harness can run what the pod's container would: `specinfer-runtime` with
 the pod's own command line and the engine ConfigMap the pod mounts, listening on the pod's IP and
-engine port. The operator then reaches it exactly as it reaches a pod in a real cluster.
+engine port. The operator then reaches it exactly as it reaches a pod in a real cluster. When hack/images
+has built the runtime image (SPECINFER_BUILT_RUNTIME_IMAGE), the engine runs in it, as the pod's container: the
+pod's command and args, its environment, the ConfigMap at the pod's mount path; else from the engine venv.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ import pytest
 
 from tests.e2e.conftest import Cluster, wait_until
 from tests.e2e.test_operator import pods
-from tests.engine.conftest import SERVED_NAME
+from tests.engine.conftest import SERVED_NAME, engine_variables
+from tests.engine.container import Container, runtime_image, same_path
 
 START_TIMEOUT = 300.0  # seconds; a start takes ~45 s on 2 cores
 CONFIG_VOLUME = "engine-config"
@@ -45,6 +48,7 @@ class PodEngine:
     workdir: Path
     pod: dict[str, Any]
     process: subprocess.Popen[bytes] | None = None
+    container: Container | None = None
 
     @property
     def address(self) -> str:
@@ -69,21 +73,36 @@ class PodEngine:
         meta = self.pod["metadata"]
         volume = next(v for v in self.pod["spec"]["volumes"] if v["name"] == CONFIG_VOLUME)
         config_map = self.cluster.get("configmap", "-n", meta["namespace"], volume["configMap"]["name"])
+        ((key, text),) = config_map["data"].items()
         config = self.workdir / f"{meta['name']}.json"
-        config.write_text(next(iter(config_map["data"].values())))
+        config.write_text(text)
+        termination = self.workdir / f"{meta['name']}.termination-log"
         pod_env = {e["name"]: e["value"] for e in _container(self.pod).get("env", []) if "value" in e}
-        env = {
-            **self.env,
-            **pod_env,
-            # What the node would provide: the model cache the tests built, this pod's address.
-            "HF_HOME": self.env["HF_HOME"],
-            "SPECINFER_LISTEN_ADDRESS": self.address,
-            "SPECINFER_TERMINATION_LOG": str(self.workdir / f"{meta['name']}.termination-log"),
-        }
+        # What the node would provide: the model cache the tests built, this pod's address.
+        listen = {"HF_HOME": self.env["HF_HOME"], "SPECINFER_LISTEN_ADDRESS": self.address}
+        image = runtime_image()
+        if image is None:
+            env = {**self.env, **pod_env, **listen, "SPECINFER_TERMINATION_LOG": str(termination)}
+            command = self.command(config)
+        else:
+            termination.touch()
+            mount = next(m for m in _container(self.pod)["volumeMounts"] if m["name"] == CONFIG_VOLUME)
+            state = Path(self.env["VLLM_CACHE_ROOT"]).parent
+            variables = {k: v for k, v in engine_variables(self.env).items() if k != "SPECINFER_TERMINATION_LOG"}
+            self.container = Container(
+                image,
+                {**variables, **pod_env, **listen},
+                {
+                    **same_path(Path(self.env["HF_HOME"]), state),
+                    config: f"{mount['mountPath']}/{key}:ro",
+                    termination: "/dev/termination-log",
+                },
+                entrypoint=_container(self.pod)["command"],
+            )
+            env = self.env
+            command = self.container.argv(*_container(self.pod)["args"])
         log = (self.workdir / f"{meta['name']}.log").open("ab")
-        self.process = subprocess.Popen(
-            self.command(config), env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         deadline = time.monotonic() + START_TIMEOUT
         while not self.healthy():
@@ -119,6 +138,9 @@ class PodEngine:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process = None
+        if self.container is not None:
+            self.container.remove()
+            self.container = None
 
     def complete(self, prompt: str, model: str, max_tokens: int = 48) -> dict[str, Any]:
         body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True}

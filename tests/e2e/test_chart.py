@@ -7,7 +7,6 @@ import dataclasses
 import shutil
 import subprocess
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -204,16 +203,6 @@ def test_leaderworkerset_rbac_only_when_enabled(cluster: Cluster, namespace: str
         ("ClusterRole", "controllerrevisions", ("list",)),
     }
     assert flag(enabled) == "true"
-
-
-@pytest.fixture
-def no_shared_operator(operator: Operator) -> Iterator[None]:
-    """Stop the session's (cluster-admin) operator, so that whatever reconciles is the one under test."""
-    operator.stop()
-    try:
-        yield
-    finally:
-        operator.start()
 
 
 def token_kubeconfig(cluster: Cluster, namespace: str, service_account: str, path: Path) -> Path:

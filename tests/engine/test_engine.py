@@ -23,10 +23,12 @@ from tests.engine.conftest import (
     EngineRun,
     checked,
     engine_config,
+    engine_variables,
     run_engine,
     venv_variable,
     without_speculation,
 )
+from tests.engine.container import Container, runtime_image, same_path
 from tests.engine.tinymodel import TinyModels
 
 pytestmark = pytest.mark.skipif(venv_variable() is None, reason=SKIP_REASON)
@@ -38,6 +40,10 @@ PROMPTS = [
     "Speculative decoding drafts tokens cheaply and checks them in one forward pass of the target model.",
 ]
 REPETITIVE = 2  # index in PROMPTS
+# Served from the runtime image when hack/images has built it: the two methods it adds nothing for (ngram)
+# and adds arctic-inference for (suffix, built in the image's build stage). Every test below holds for them
+# as for the engine venv's runs, against the same baseline.
+IMAGE_METHODS = ("ngram", "suffix")
 
 # Each method's `speculative` section: K 3, and 8 for suffix, whose trees propose longer runs.
 METHODS: dict[str, Callable[[TinyModels], dict[str, Any]]] = {
@@ -82,14 +88,22 @@ def launch(
     engine_env: dict[str, str],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> EngineRun:
-    """A server started as in the pod: `specinfer-runtime --config FILE` execs `vllm serve`."""
+    """A server started as in the pod: `specinfer-runtime --config FILE` execs `vllm serve`; from the runtime
+    image for the methods in IMAGE_METHODS when it is built, else from the engine venv."""
     config = engine_config(models, speculative)
     checked(config)
     directory = tmp_path_factory.mktemp(name)
     path = directory / "engine.json"
     path.write_text(json.dumps(config))
-    argv = [str(engine_venv / "bin" / "specinfer-runtime"), "--config", str(path)]
-    return run_engine(name, argv, engine_env, PROMPTS, directory / "engine.log")
+    image = runtime_image()
+    if image is None or name not in IMAGE_METHODS:
+        argv = [str(engine_venv / "bin" / "specinfer-runtime"), "--config", str(path)]
+        return run_engine(name, argv, engine_env, PROMPTS, directory / "engine.log")
+    state = Path(engine_env["VLLM_CACHE_ROOT"]).parent
+    mounts = {**same_path(models.hf_home, state), directory: f"{directory}:ro"}
+    container = Container(image, engine_variables(engine_env), mounts)
+    argv = container.argv("--config", str(path))  # the image's entry point: specinfer-runtime
+    return run_engine(f"{name} (runtime image)", argv, engine_env, PROMPTS, directory / "engine.log", container)
 
 
 @pytest.fixture(scope="session", params=list(METHODS))
