@@ -20,7 +20,8 @@ run: setup
 
 ## test: lint, type-check and run every test suite; the control plane's binaries, the engine venv and the
 ## images start building first, beside the checks (logs in $SPECINFER_CACHE/warm-up; a build that fails there
-## is run again, in the open, by the suite that needs it)
+## is run again, in the open, by the suite that needs it); then hack/test-suites runs the e2e suite and the
+## engine suite, the e2e tests without a real engine beside the engine suite
 test: setup
 	@warm="$${SPECINFER_CACHE:-$$HOME/.cache/specinfer}/warm-up"; mkdir -p "$$warm"; \
 	hack/build-binaries.sh >"$$warm/binaries.log" 2>&1 & binaries=$$!; \
@@ -28,7 +29,7 @@ test: setup
 	hack/images >"$$warm/images.log" 2>&1 & images=$$!; \
 	$(MAKE) --no-print-directory lint typecheck unit package; checks=$$?; \
 	wait $$binaries $$venv $$images; \
-	[ $$checks = 0 ] && $(MAKE) --no-print-directory e2e engine
+	[ $$checks = 0 ] && hack/test-suites
 
 lint: setup
 	$(BIN)/ruff check .

@@ -27,6 +27,23 @@ from kubernetes import client, config
 # The real engine (skipped without SPECINFER_ENGINE_VENV) for the tests that put one behind a pod.
 from tests.engine.conftest import engine_env, engine_venv, models  # noqa: F401
 
+REAL_ENGINE = "real_engine"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{REAL_ENGINE}: a real engine stands behind the pods (-m 'not {REAL_ENGINE}' leaves them out)"
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests with a real engine behind their pods, marked by the fixture they take: make test runs the
+    others beside the engine suite, these after it (both want the CPU)."""
+    for item in items:
+        if "engine_env" in getattr(item, "fixturenames", ()):
+            item.add_marker(REAL_ENGINE)
+
+
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "hack" / "cluster"
 CRD_NAME = "speculativeinferences.specinfer.io"
