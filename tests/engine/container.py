@@ -55,6 +55,13 @@ class Container:
             command += ["--entrypoint", json.dumps(list(self.entrypoint))]
         return [*command, self.image, *args]
 
+    def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """Run it to the end; removed afterwards whatever became of it."""
+        try:
+            return podman(*self.argv(*args)[1:], timeout=timeout)
+        finally:
+            self.remove()
+
     def remove(self) -> None:
         """`podman run --rm` removes a container that stops; this one that the test's stop did not reach."""
         podman("rm", "--force", "--time", "5", self.name, timeout=60)

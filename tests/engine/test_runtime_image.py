@@ -12,13 +12,15 @@ from typing import Any
 
 import pytest
 
+from specinfer_operator.container import CONFIG_DIR
+from specinfer_operator.podspec import CONFIG_FILE
 from specinfer_runtime.argv import vllm_argv
 from tests.engine.conftest import checked
-from tests.engine.container import IMAGE_SKIP_REASON, Container, podman, runtime_image
+from tests.engine.container import IMAGE_SKIP_REASON, Container, runtime_image
 
 pytestmark = pytest.mark.skipif(runtime_image() is None, reason=IMAGE_SKIP_REASON)
 
-CONFIG = "/etc/specinfer/engine.json"  # where the pod mounts its engine ConfigMap
+CONFIG = f"{CONFIG_DIR}/{CONFIG_FILE}"  # where the pod mounts its engine ConfigMap
 NGRAM = {"method": "ngram", "numSpeculativeTokens": 3, "ngram": {"promptLookupMin": 2, "promptLookupMax": 4}}
 
 
@@ -30,8 +32,7 @@ def run_pod_command(config: dict[str, Any], args: list[str], tmp_path: Path) -> 
     termination.touch()
     mounts = {tmp_path / "engine.json": f"{CONFIG}:ro", termination: "/dev/termination-log"}
     container = Container(str(runtime_image()), {}, mounts, entrypoint=["specinfer-runtime", "--config", CONFIG, "--"])
-    result = podman(*container.argv(*args)[1:], timeout=120)
-    container.remove()
+    result = container.run(*args)
     return result.returncode, termination.read_text(), result.stdout + result.stderr
 
 
