@@ -15,7 +15,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from prometheus_client.parser import text_string_to_metric_families
+from specinfer_operator.exposition import Sample, samples
 
 DRAFTS = "vllm:spec_decode_num_drafts_total"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
@@ -26,6 +26,16 @@ MODEL_LABEL = "model_name"
 # Draft positions are below K (at most 14 on Ascend); a position label beyond this comes from a broken or
 # hostile exporter and would otherwise size a tuple.
 MAX_POSITIONS = 64
+# No engine counts past 2^53 (a float's exact integers): a larger value is garbage, and sums of such
+# values would overflow what the status can hold.
+MAX_COUNT = float(1 << 53)
+
+
+def count(sample: Sample) -> float:
+    """A sample's value as a count; ValueError when it is not one (negative, NaN, infinite, absurd)."""
+    if not math.isfinite(sample.value) or not 0 <= sample.value <= MAX_COUNT:
+        raise ValueError(f"{sample.name} is {sample.value:g}, not a count")
+    return sample.value
 
 
 @dataclass(frozen=True)
@@ -70,19 +80,22 @@ def _position(label: str | None) -> int:
 def parse(text: str) -> dict[str, Acceptance]:
     """Acceptance per `model_name` found in a Prometheus text exposition; models without the speculative
     counters (an engine running without speculation) are absent. ValueError when a speculative counter is
-    not a count (negative, NaN, infinite) or a position label is not a draft position."""
+    not a count or a position label is not a draft position (exposition.ExpositionError, a ValueError,
+    when a line breaks the format or a bound)."""
+    return of(samples(text, COUNTERS))
+
+
+def of(found: list[Sample]) -> dict[str, Acceptance]:
+    """Acceptance per `model_name` from the samples of the spec-decode counters (see parse)."""
     totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     per_position: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name not in COUNTERS:
-                continue  # includes the `_created` timestamps exported beside each counter
-            if not math.isfinite(sample.value) or sample.value < 0:
-                raise ValueError(f"{sample.name} is {sample.value}, not a count")
-            model = sample.labels.get(MODEL_LABEL, "")
-            totals[model][sample.name] += sample.value
-            if sample.name == ACCEPTED_PER_POSITION:
-                per_position[model][_position(sample.labels.get("position"))] += sample.value
+    for sample in found:
+        if sample.name not in COUNTERS:
+            continue
+        model = sample.labels.get(MODEL_LABEL, "")
+        totals[model][sample.name] += count(sample)
+        if sample.name == ACCEPTED_PER_POSITION:
+            per_position[model][_position(sample.labels.get("position"))] += sample.value
     result = {}
     for model, counts in totals.items():
         positions = per_position[model]

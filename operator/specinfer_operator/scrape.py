@@ -1,35 +1,46 @@
 """Read one engine's spec-decode and step counters from its `/metrics`, treating the answer as untrusted.
 
-The text comes from a pod: whatever answers on its port may be slow, huge or garbage. The read is bounded
-in time (one deadline for connect, headers and body together) and in size, and only the counter lines
-reach the Prometheus parser (the spec-decode counters, and the sums and counts of the step histograms),
-so its cost is bounded by the few lines vLLM exports per draft position, not by the latency histograms'
-buckets that make up most of a real exposition.
+Whatever answers on a pod's port may be slow, huge or hostile. One wall-clock deadline covers the whole
+exchange (connect, request, interim 1xx answers, status line, headers, body, chunk framing, trailers) and
+the parse after it: every receive waits at most for what is left of it, so a pod that sends a byte at a
+time, endless `100 Continue`s, a chunk-size line or trailers that never end holds a scrape no longer than
+the deadline. The bytes received in all are bounded, and so is every piece of framing on its own (h11's
+incomplete-event limit), before anything is kept. Only the sample lines of the counters the operator
+reads are parsed (exposition.py), each bounded, so the parse costs what a few lines cost.
+
+A scrape that breaks a bound is a ScrapeError with a one-line reason and a `result` for the
+`specinfer_scrapes_total` metric; nothing the pod sends is quoted beyond a short, printable excerpt.
 """
 
 from __future__ import annotations
 
-import http.client
 import socket
 import time
 from dataclasses import dataclass
+from typing import Literal
 
-from specinfer_operator import timing
-from specinfer_operator.acceptance import COUNTERS, parse
+import h11
+
+from specinfer_operator import acceptance, timing
+from specinfer_operator.exposition import ExpositionError, samples
 from specinfer_operator.window import Counts
 
-LIMIT = 4 << 20  # bytes; a vLLM /metrics is ~60 KiB, a few MiB with many LoRA adapters or models
+LIMIT = 4 << 20  # bytes received in all; a vLLM /metrics is ~60 KiB, a few MiB with many LoRA adapters or models
+FRAMING = 16 << 10  # bytes of a status line and headers, a chunk-size line, or trailers
+MAX_INTERIM = 4  # 1xx answers before the real one
 CHUNK = 64 << 10
-# Families whose TYPE and HELP lines are kept, and the samples kept: the spec-decode counters and the
-# step counters, never the histograms' buckets.
-FAMILIES = (*(name.removesuffix("_total") for name in COUNTERS), *timing.FAMILIES)
-SAMPLES = frozenset((*COUNTERS, *timing.SAMPLES))
-# A malformed line is reported with its start, never in full.
-QUOTE = 80
+COUNTERS = (*acceptance.COUNTERS, *timing.SAMPLES)  # the samples read; every other line is skipped
+
+Result = Literal["ok", "timeout", "unreachable", "http_error", "protocol", "too_large", "unreadable"]
+RESULTS: tuple[Result, ...] = ("ok", "timeout", "unreachable", "http_error", "protocol", "too_large", "unreadable")
 
 
 class ScrapeError(Exception):
-    """Why a pod's counters could not be read, in one line."""
+    """Why a pod's counters could not be read, in one line, and the metric's `result` for it."""
+
+    def __init__(self, message: str, result: Result) -> None:
+        super().__init__(" ".join(message.split())[:200])
+        self.result = result
 
 
 @dataclass(frozen=True)
@@ -39,63 +50,101 @@ class Endpoint:
     path: str = "/metrics"
 
     @property
+    def authority(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+    @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}{self.path}"
+        return f"http://{self.authority}{self.path}"
 
 
-def fetch(endpoint: Endpoint, timeout: float, limit: int = LIMIT) -> bytes:
-    """The body of GET /metrics (the endpoint's path), within `timeout` seconds and `limit` bytes, or
-    ScrapeError."""
-    deadline = time.monotonic() + timeout
-    connection = http.client.HTTPConnection(endpoint.host, endpoint.port, timeout=timeout)
+class Deadline:
+    """What is left of one wall-clock budget; ScrapeError(timeout) once it is spent."""
+
+    def __init__(self, seconds: float, url: str) -> None:
+        self.seconds, self.url, self.end = seconds, url, time.monotonic() + seconds
+
+    def left(self) -> float:
+        remaining = self.end - time.monotonic()
+        if remaining <= 0:
+            raise self.spent()
+        return remaining
+
+    def spent(self) -> ScrapeError:
+        return ScrapeError(f"{self.url} took longer than {self.seconds:g} s", "timeout")
+
+
+def _receive(sock: socket.socket, deadline: Deadline) -> bytes:
+    sock.settimeout(deadline.left())
     try:
-        connection.request("GET", endpoint.path, headers={"Accept": "text/plain"})
-        response = connection.getresponse()
-        if response.status != 200:
-            raise ScrapeError(f"{endpoint.url} answered HTTP {response.status}")
-        body = bytearray()
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise ScrapeError(f"{endpoint.url} took longer than {timeout:g} s")
-            if connection.sock is not None:
-                connection.sock.settimeout(remaining)
-            chunk = response.read1(CHUNK)  # one receive: a trickling sender cannot hold it past the deadline
-            if not chunk:
-                return bytes(body)
-            body += chunk
-            if len(body) > limit:
-                raise ScrapeError(f"{endpoint.url} sent more than {limit >> 20} MiB")
-    except (OSError, http.client.HTTPException) as error:
-        said = "timed out" if isinstance(error, socket.timeout) else (str(error) or type(error).__name__)
-        raise ScrapeError(f"{endpoint.url}: {said}"[:200]) from error
-    finally:
-        connection.close()
+        return sock.recv(CHUNK)
+    except TimeoutError:
+        raise deadline.spent() from None
 
 
-def counter_lines(body: bytes) -> str:
-    """The samples of the spec-decode counters and the step counters, with their families' TYPE/HELP
-    comments."""
-    keep = []
-    for raw in body.decode("utf-8", errors="replace").splitlines():
-        line = raw.lstrip()
-        if line.startswith(("# TYPE ", "# HELP ")):
-            if line[7:].startswith(FAMILIES):
-                keep.append(line)
-        elif line.split("{", 1)[0].split(" ", 1)[0] in SAMPLES:
-            keep.append(line)
-    return "\n".join(keep) + "\n"
+def _exchange(sock: socket.socket, endpoint: Endpoint, deadline: Deadline, limit: int) -> bytes:
+    connection = h11.Connection(h11.CLIENT, max_incomplete_event_size=FRAMING)
+    request = h11.Request(
+        method="GET",
+        target=endpoint.path,
+        headers=[("Host", endpoint.authority), ("Accept", "text/plain"), ("Connection", "close")],
+    )
+    sock.settimeout(deadline.left())
+    sock.sendall(connection.send(request) + (connection.send(h11.EndOfMessage()) or b""))
+    body, received, interim = bytearray(), 0, 0
+    while True:
+        event = connection.next_event()
+        if event is h11.NEED_DATA:
+            data = _receive(sock, deadline)
+            if not data and not received:
+                raise ScrapeError(f"{endpoint.url} closed the connection without an answer", "protocol")
+            received += len(data)
+            if received > limit:
+                raise ScrapeError(f"{endpoint.url} sent more than {limit >> 20} MiB", "too_large")
+            connection.receive_data(data)
+        elif isinstance(event, h11.InformationalResponse):
+            interim += 1
+            if interim > MAX_INTERIM:
+                raise ScrapeError(f"{endpoint.url} sent more than {MAX_INTERIM} interim (1xx) answers", "protocol")
+        elif isinstance(event, h11.Response):
+            if event.status_code != 200:
+                raise ScrapeError(f"{endpoint.url} answered HTTP {event.status_code}", "http_error")
+        elif isinstance(event, h11.Data):
+            body += event.data
+        elif isinstance(event, h11.EndOfMessage):
+            return bytes(body)
+        else:  # h11 reports a closed connection before the end of the answer as a protocol error
+            raise ScrapeError(f"{endpoint.url}: unexpected {type(event).__name__} in the answer", "protocol")
+
+
+def fetch(endpoint: Endpoint, timeout: float, limit: int = LIMIT, deadline: Deadline | None = None) -> bytes:
+    """The body of GET /metrics (the endpoint's path) within `timeout` seconds (or `deadline`) and `limit`
+    bytes received, or ScrapeError."""
+    deadline = deadline or Deadline(timeout, endpoint.url)
+    try:
+        with socket.create_connection((endpoint.host, endpoint.port), timeout=deadline.left()) as sock:
+            return _exchange(sock, endpoint, deadline, limit)
+    except h11.RemoteProtocolError as error:
+        raise ScrapeError(f"{endpoint.url}: not an HTTP/1.1 answer: {error}", "protocol") from error
+    except TimeoutError:
+        raise deadline.spent() from None
+    except OSError as error:
+        raise ScrapeError(f"{endpoint.url}: {error.strerror or error}", "unreachable") from error
 
 
 def read(body: bytes) -> tuple[Counts, bool]:
     """The engine's counters, and whether it exports spec-decode counters at all (speculation on); or
     ScrapeError."""
-    text = counter_lines(body)
     try:
-        figures = parse(text)
-        steps = timing.parse(text)
-    except Exception as error:  # the Prometheus parser raises several types on malformed input
-        raise ScrapeError(f"unreadable spec-decode metrics: {str(error)[:QUOTE]}") from error
+        found = samples(body.decode("utf-8", errors="replace"), COUNTERS)
+        figures, steps = acceptance.of(found), timing.of(found)
+    except ExpositionError as error:
+        raise ScrapeError(f"unreadable metrics: {error}", "too_large" if error.bound else "unreadable") from error
+    except ValueError as error:
+        raise ScrapeError(f"unreadable spec-decode metrics: {error}", "unreadable") from error
+    if not found:
+        raise ScrapeError("no vLLM counters in it: not the /metrics of a vLLM engine", "unreadable")
     return Counts.of(figures.values(), steps.values()), bool(figures)
 
 
@@ -107,4 +156,9 @@ def counts(body: bytes) -> Counts | None:
 
 
 def scrape(endpoint: Endpoint, timeout: float) -> Counts | None:
-    return counts(fetch(endpoint, timeout))
+    """One pod's counters within `timeout` seconds, reading and parsing together."""
+    deadline = Deadline(timeout, endpoint.url)
+    body = fetch(endpoint, timeout, deadline=deadline)
+    found = counts(body)
+    deadline.left()  # the parse is bounded by exposition's limits; a late answer is still a late answer
+    return found

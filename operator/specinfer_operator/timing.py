@@ -11,13 +11,11 @@ count over the engine's iterations is the mean number of requests a step serves 
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from prometheus_client.parser import text_string_to_metric_families
-
-from specinfer_operator.acceptance import MODEL_LABEL
+from specinfer_operator.acceptance import MODEL_LABEL, count
+from specinfer_operator.exposition import Sample, samples
 
 STEP_SECONDS = "vllm:inter_token_latency_seconds_sum"
 STEPS = "vllm:inter_token_latency_seconds_count"
@@ -25,13 +23,6 @@ GENERATED = "vllm:generation_tokens_total"
 REQUESTS = "vllm:time_to_first_token_seconds_count"
 ITERATIONS = "vllm:iteration_tokens_total_count"
 SAMPLES = (STEP_SECONDS, STEPS, GENERATED, REQUESTS, ITERATIONS)
-# The families these samples belong to (histograms export _sum and _count under the family's name).
-FAMILIES = (
-    "vllm:inter_token_latency_seconds",
-    "vllm:generation_tokens_total",
-    "vllm:time_to_first_token_seconds",
-    "vllm:iteration_tokens_total",
-)
 
 
 @dataclass(frozen=True)
@@ -46,15 +37,16 @@ class Steps:
 
 
 def parse(text: str) -> dict[str, Steps]:
-    """Step counters per `model_name`; ValueError when one is not a count (negative, NaN, infinite)."""
+    """Step counters per `model_name`; ValueError when one is not a count (acceptance.count)."""
+    return of(samples(text, SAMPLES))
+
+
+def of(found: list[Sample]) -> dict[str, Steps]:
+    """Step counters per `model_name` from the samples of the step counters (see parse)."""
     totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name not in SAMPLES:
-                continue
-            if not math.isfinite(sample.value) or sample.value < 0:
-                raise ValueError(f"{sample.name} is {sample.value}, not a count")
-            totals[sample.labels.get(MODEL_LABEL, "")][sample.name] += sample.value
+    for sample in found:
+        if sample.name in SAMPLES:
+            totals[sample.labels.get(MODEL_LABEL, "")][sample.name] += count(sample)
     return {
         model: Steps(
             steps=round(values[STEPS]),

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
-from specinfer_operator.scrape import LIMIT, Endpoint, ScrapeError, counter_lines, fetch, read
+from specinfer_operator.scrape import LIMIT, Endpoint, ScrapeError, fetch, read
 from specinfer_operator.tuning import Bounds, Profile, Recommendation, recommend
 from specinfer_operator.window import Counts
 
@@ -54,24 +54,18 @@ def _bytes(source: str, stdin: Any) -> bytes:
     return data
 
 
-def _read(source: str, body: bytes) -> tuple[Counts, bool]:
-    if not any(line and not line.startswith("#") for line in counter_lines(body).splitlines()):
-        raise SourceError(f"{source}: no vLLM counters in it: not the /metrics of a vLLM engine")
-    return read(body)
-
-
 def counters(source: str, window: float, stdin: Any) -> tuple[Counts, bool]:
     """A source's counters (the increase over `window` seconds for a URL when it is set), and whether the
     engine speculates."""
     try:
         if "://" not in source:
-            return _read(source, _bytes(source, stdin))
+            return read(_bytes(source, stdin))
         endpoint = _endpoint(source)
-        found, speculating = _read(source, fetch(endpoint, TIMEOUT))
+        found, speculating = read(fetch(endpoint, TIMEOUT))
         if window <= 0:
             return found, speculating
         time.sleep(window)
-        later, speculating = _read(source, fetch(endpoint, TIMEOUT))
+        later, speculating = read(fetch(endpoint, TIMEOUT))
     except ScrapeError as error:
         raise SourceError(f"{source}: {error}") from error
     increase = later.since(found)
