@@ -13,10 +13,10 @@ from specinfer_operator.canary import ACTION_ANNOTATION
 from specinfer_operator.children import label_selector
 from specinfer_operator.context import Context
 from specinfer_operator.debounce import Debounce
-from specinfer_operator.podspec import MANAGER
+from specinfer_operator.podspec import INSTANCE_LABEL, MANAGER
 from specinfer_operator.reconcile import APPLY_REJECTED, GROUPS_MISSING, reconcile
 from specinfer_operator.resource import GROUP, PLURAL, VERSION
-from specinfer_operator.telemetry import INSTANCE_LABEL, Telemetry
+from specinfer_operator.telemetry import Telemetry
 
 CHILD_LABELS = {"app.kubernetes.io/managed-by": MANAGER}
 WORKERS = 32  # sync handlers block on API calls; 2 cores' default of 6 queues them

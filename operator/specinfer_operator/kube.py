@@ -11,6 +11,7 @@ from kubernetes.client.exceptions import ApiException
 
 from specinfer_operator.podspec import MANAGER
 from specinfer_operator.resource import GROUP, PLURAL, VERSION
+from specinfer_operator.status_limits import clamp
 
 _PLURALS = {
     "ConfigMap": "configmaps",
@@ -138,6 +139,7 @@ class Kube:
         self._call("PATCH", path, {"metadata": metadata}, content_type="application/merge-patch+json")
 
     def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        """Merge-patch the status subresource; keys set to None are removed."""
+        """Merge-patch the status subresource; keys set to None are removed. Every writer's patch is fitted
+        into the CRD's limits here, as what pods report is not: one oversized figure would refuse it all."""
         path = f"{collection(f'{GROUP}/{VERSION}', PLURAL, namespace)}/{name}/status"
-        self._call("PATCH", path, {"status": status}, content_type="application/merge-patch+json")
+        self._call("PATCH", path, {"status": clamp(status)}, content_type="application/merge-patch+json")

@@ -31,7 +31,18 @@ TUNING_CHANGES = Counter(
     "K applied by Auto tuning and how it ended, by result (trying, promoted, reverted).",
     ["result"],
 )
-SCRAPES = Counter("specinfer_scrapes", "Scrapes of engine pods' /metrics, by result (ok, error).", ["result"])
+SCRAPES = Counter(
+    "specinfer_scrapes",
+    "Scrapes of engine pods' /metrics, by result: ok; timeout, unreachable, http_error, protocol, too_large, "
+    "unreadable (the pod's answer broke a bound or the format); foreign (a pod labelled as a resource's engine "
+    "that the resource did not make: not scraped); error (a bug).",
+    ["result"],
+)
+TELEMETRY_FAILURES = Counter(
+    "specinfer_telemetry_failures",
+    "Stages of one resource's telemetry round that failed (figures, status, canary, tuning); the others go on.",
+    ["stage"],
+)
 SCRAPE_SECONDS = Histogram(
     "specinfer_scrape_duration_seconds",
     "Time to read and parse one engine pod's /metrics.",

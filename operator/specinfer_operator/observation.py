@@ -18,6 +18,8 @@ from specinfer_operator.window import Figures
 
 RATE_TOLERANCE = 0.01  # acceptance rate and per-position rates, absolute
 LENGTH_TOLERANCE = 0.02  # mean acceptance length, tokens per step
+MAX_FAILURES = 16  # pods named in scrapeFailures; the count of the others is podsMeasured's shortfall
+FAILURE_EVENTS = 3  # pods named in one ScrapeFailed event
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,26 @@ def observed(figures: Figures, config_hash: str, now: str) -> dict[str, Any]:
         out["decodeBatch"] = round(steps.steps / steps.iterations, 2)
     if figures.seconds > 0 and steps.generated:
         out["tokensPerSecond"] = round(steps.generated / figures.seconds, 1)
+    if figures.failures:
+        out["scrapeFailures"] = [
+            {"pod": pod, "result": why.result, "reason": why.reason} for pod, why in figures.failures[:MAX_FAILURES]
+        ]
     return out
+
+
+def _failures(obs: dict[str, Any] | None) -> dict[str, str]:
+    return {f["pod"]: f["reason"] for f in (obs or {}).get("scrapeFailures") or []}
+
+
+def failure_events(before: dict[str, Any] | None, after: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """A ScrapeFailed event when pods fail that did not (or now fail otherwise): once, not every round."""
+    known, now = _failures(before), _failures(after)
+    new = [f"pod {pod}: {reason}" for pod, reason in now.items() if known.get(pod) != reason]
+    if not new:
+        return []
+    more = f"; and {len(new) - FAILURE_EVENTS} more" if len(new) > FAILURE_EVENTS else ""
+    message = "; ".join(new[:FAILURE_EVENTS]) + more + " (figures come from the pods that answered)"
+    return [("Warning", "ScrapeFailed", message)]
 
 
 def _evidence(obs: dict[str, Any]) -> str:
@@ -84,6 +105,8 @@ def low_acceptance(
 def moved(before: dict[str, Any], after: dict[str, Any]) -> bool:
     """Whether `after` tells the reader something `before` does not (counts alone always move)."""
     if any(before.get(k) != after.get(k) for k in ("configHash", "pods", "podsMeasured")):
+        return True
+    if _failures(before) != _failures(after):
         return True
     for key, tolerance in (("acceptanceRate", RATE_TOLERANCE), ("meanAcceptanceLength", LENGTH_TOLERANCE)):
         a, b = before.get(key), after.get(key)
@@ -144,7 +167,7 @@ def update(
     patch: dict[str, Any] = {"speculation": {"observed": {**dict.fromkeys(written), **after}}}
     if judged:  # its message carries the figures: refresh it with them
         patch["conditions"] = [c for c in conditions if c.get("type") != LOW_ACCEPTANCE] + [new]
-    events = []
+    events = failure_events(before, after)
     if turned and new is not None and new["status"] == "True":
         events.append(("Warning", LOW_ACCEPTANCE, new["message"]))
     elif turned and new is not None and old is not None and old["status"] == "True":

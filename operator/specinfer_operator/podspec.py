@@ -33,6 +33,7 @@ from specinfer_runtime.validation import Problem
 CONFIG_FILE = "engine.json"
 MANAGER = "specinfer-operator"
 CONFIG_HASH_ANNOTATION = "specinfer.io/config-hash"
+INSTANCE_LABEL = "app.kubernetes.io/instance"  # the resource an engine pod is labelled with
 # Tells a canary's pods from the stable ones (the Service selects both).
 TRACK_LABEL = "specinfer.io/track"
 TERMINATION_GRACE_SECONDS = 60
@@ -181,7 +182,7 @@ def engine_container(
 
 
 def selector_labels(name: str) -> dict[str, str]:
-    return {"app.kubernetes.io/name": "specinfer-engine", "app.kubernetes.io/instance": name}
+    return {"app.kubernetes.io/name": "specinfer-engine", INSTANCE_LABEL: name}
 
 
 def labels(name: str) -> dict[str, str]:

@@ -24,6 +24,18 @@ class Condition(Section):
     last_transition_time: str | None = Field(default=None, max_length=64, description="When status last changed.")
 
 
+class ScrapeFailure(Section):
+    """A pod of the configuration whose /metrics could not be read in the latest scrape."""
+
+    pod: str = Field(max_length=253, description="The pod.")
+    result: str = Field(
+        max_length=32,
+        description="timeout, unreachable, http_error, protocol, too_large or unreadable, as counted in the "
+        "operator's specinfer_scrapes_total.",
+    )
+    reason: str = Field(max_length=256, description="Why, in one line.")
+
+
 class ObservedSpeculation(Section):
     """Acceptance of the current configuration over the last window, from its engines' `/metrics`.
 
@@ -64,6 +76,12 @@ class ObservedSpeculation(Section):
     )
     tokens_per_second: float | None = Field(
         default=None, description="Tokens generated per second by the pods measured, over the window."
+    )
+    scrape_failures: list[ScrapeFailure] | None = Field(
+        default=None,
+        max_length=16,
+        description="Pods whose /metrics could not be read in the latest scrape, and why (a bounded read: one "
+        "deadline over the whole exchange, a size limit, a strict parse); they are left out of the figures.",
     )
 
 

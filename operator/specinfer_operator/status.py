@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from specinfer_operator import tuner, workload
+from specinfer_operator.status_limits import clamp
 
 # Written by the telemetry loop (observation.py); reconcile carries it while the figures it judged stay.
 MEASURED_CONDITION = "LowAcceptance"
@@ -187,7 +188,9 @@ def compute(
     rollback: dict[str, Any] | None = None,
     canary: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The whole status. With an invalid spec, it keeps describing what still serves; with `rollback` (the
+    """The whole status, within the CRD's limits (status_limits).
+
+    With an invalid spec, it keeps describing what still serves; with `rollback` (the
     spec's configuration failed and was rolled back), it describes the last good one, which serves; with
     `canary` (status.rollout.canary, canary.py), the last good one on the stable pods and the canary."""
     before = previous.get("conditions") or []
@@ -219,7 +222,7 @@ def compute(
             before,
             now,
         ) + measured_conditions(before)
-        return status
+        return clamp(status)
 
     good = (previous.get("rollout") or {}).get("lastGood")
     replicas = desired.replicas
@@ -299,7 +302,7 @@ def compute(
         before,
         now,
     ) + (measured_conditions(before) if measured is not None else [])
-    return status
+    return clamp(status)
 
 
 def serving_last_good(desired: Desired, good: dict[str, Any]) -> Desired:

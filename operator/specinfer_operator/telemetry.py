@@ -1,8 +1,16 @@
 """The measuring loop: scrape each resource's engines, window the counters, publish what moved.
 
 Pods and resources are known from the operator's watches (kopf events feed `pod_event` and
-`resource_event`), so a scrape round makes no API request; the API server sees a status write only when
-observation.py finds one worth making, preceded by one read of the resource to patch its latest status.
+`resource_event`), so a scrape round makes no API request beyond reading, once, the controller chain of
+a pod it has not seen (ownership.py); the API server sees a status write only when observation.py finds
+one worth making, preceded by one read of the resource to patch its latest status.
+
+Every pod and every resource is untrusted, and one must not hold up the others. Each resource's round
+starts when it is due and ends when its own scrapes have (each bounded by the scrape deadline); the loop
+never waits on a pod, so a slow one delays only its own resource's figures. What follows the scrapes
+(windowing, the status patch, the canary's figures, tuning) runs stage by stage, and a stage that fails is
+logged, counted (specinfer_telemetry_failures_total) and reported on that resource alone, once per
+distinct failure, while every other resource goes on.
 """
 
 from __future__ import annotations
@@ -12,32 +20,33 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from specinfer_operator import effective, metrics, observation, timestamps, tuner
+from specinfer_operator import effective, metrics, observation, tuner
 from specinfer_operator.kube import Kube
-from specinfer_operator.podspec import CONFIG_HASH_ANNOTATION
+from specinfer_operator.ownership import Ownership
+from specinfer_operator.podspec import INSTANCE_LABEL
 from specinfer_operator.rollout_settings import CanarySettings
-from specinfer_operator.scrape import Endpoint, ScrapeError, scrape
+from specinfer_operator.scrape import ScrapeError, scrape
 from specinfer_operator.service_settings import TelemetrySettings
 from specinfer_operator.status import CANARY, MEASURED_CONDITION
+from specinfer_operator.targets import Key, Target, Watched, target_of
 from specinfer_operator.tuning import MAX_SCHEDULE_BATCH
-from specinfer_operator.window import Counts, Figures, History, Sample, aggregate
-from specinfer_operator.workload import serves
-from specinfer_runtime.engine import ENGINE_PORT
+from specinfer_operator.window import Counts, Failure, Figures, History, Sample, aggregate
 from specinfer_runtime.tokens import SCHEDULE_FIELD
 from specinfer_runtime.tuning_settings import TuningSettings
 
 log = logging.getLogger(__name__)
 
-Key = tuple[str, str]  # (namespace, resource name)
-INSTANCE_LABEL = "app.kubernetes.io/instance"
 # Samples kept per pod beyond what the window needs: a hard bound whatever the settings.
 MAX_SAMPLES = 1000
+T = TypeVar("T")
+# What one scrape gave: a sample, why there is none, or None for a pod that is not the resource's own.
+Outcome = Sample | Failure | None
 
 
 @dataclass(frozen=True)
@@ -50,78 +59,18 @@ class ScrapeConfig:
     refresh: float = 300
 
 
-@dataclass(frozen=True)
-class Target:
-    """A pod worth scraping: Ready, with an address, running a known configuration."""
-
-    pod: str
-    series: str  # changes when a container restarts: its counters start again from zero
-    config_hash: str
-    endpoint: Endpoint
-    started: float | None = None  # the latest container start, in seconds since the epoch
-
-
-def _engine_port(pod: dict[str, Any]) -> int:
-    for container in pod.get("spec", {}).get("containers", []):
-        for port in container.get("ports", []):
-            if port.get("name") == "http":
-                return int(port["containerPort"])
-    return ENGINE_PORT
-
-
-def _started(pod: dict[str, Any]) -> float | None:
-    """When the pod's newest container started: its counters count from then."""
-    starts = []
-    for container in pod.get("status", {}).get("containerStatuses") or []:
-        stamp = str(((container.get("state") or {}).get("running") or {}).get("startedAt"))
-        with contextlib.suppress(ValueError):
-            starts.append(timestamps.parse(stamp).timestamp())
-    return max(starts, default=None)
-
-
-def target_of(pod: dict[str, Any]) -> Target | None:
-    """The pod as a scrape target, or None while it cannot answer (not Ready, no IP, terminating)."""
-    meta, status = pod.get("metadata", {}), pod.get("status", {})
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", []))
-    config_hash = (meta.get("annotations") or {}).get(CONFIG_HASH_ANNOTATION)
-    if not ready or not status.get("podIP") or meta.get("deletionTimestamp") or not config_hash or not serves(pod):
-        return None  # a group's workers run headless: its leader serves, and exports the group's figures
-    restarts = sum(int(c.get("restartCount", 0)) for c in status.get("containerStatuses", []))
-    return Target(
-        pod=meta["name"],
-        series=f"{meta.get('uid', '')}/{restarts}",
-        config_hash=config_hash,
-        endpoint=Endpoint(status["podIP"], _engine_port(pod)),
-        started=_started(pod),
-    )
-
-
 @dataclass
-class Watched:
-    """What the loop knows of one resource, kept current by watch events."""
+class Round:
+    """One resource's scrapes in flight, and the pods they are of."""
 
-    settings: TelemetrySettings = field(default_factory=TelemetrySettings)
-    canary_settings: CanarySettings = field(default_factory=CanarySettings)
-    canaries: bool = False  # spec.rollout.strategy is Canary: these figures are what a canary is judged against
-    tuning: TuningSettings | None = None  # spec.speculative.tuning, unless it drafts by a schedule
-    max_batch: int = MAX_SCHEDULE_BATCH  # spec.scheduling.maxNumSeqs: a schedule's last batch size
-    status: dict[str, Any] = field(default_factory=dict)
-    generation: int = 0
-    targets: dict[str, Target] = field(default_factory=dict)
-    histories: dict[str, History] = field(default_factory=dict)
-    due: float = 0.0
+    key: Key
+    watched: Watched
+    stable: list[Target]
+    trial: list[Target]
+    scrapes: dict[Target, Future[Outcome]] = field(default_factory=dict)
 
-    def current(self) -> list[Target]:
-        """Pods of the configuration the status names: a rollout's old pods are left out."""
-        config_hash = self.status.get("configHash")
-        return [t for t in self.targets.values() if t.config_hash == config_hash]
-
-    def canary(self) -> list[Target]:
-        """Pods of the canary in progress (status.rollout.canary), measured on their own."""
-        record = (self.status.get("rollout") or {}).get("canary") or {}
-        if record.get("phase") != CANARY:
-            return []
-        return [t for t in self.targets.values() if t.config_hash == record.get("configHash")]
+    def done(self) -> bool:
+        return all(f.done() for f in self.scrapes.values())
 
 
 class Telemetry:
@@ -137,9 +86,11 @@ class Telemetry:
         wall: Callable[[], float] = time.time,
     ) -> None:
         self.kube, self.lock, self.config, self.now, self.clock, self.wall = kube, lock, config, now, clock, wall
+        self.ownership = Ownership(kube, clock)
         # Called with a resource's key after its canary's or stable pods' figures were written.
         self.judge: Callable[[Key], None] | None = None
         self._watched: dict[Key, Watched] = {}
+        self._rounds: dict[Key, Round] = {}
         self._guard = threading.Lock()
         self._pool = ThreadPoolExecutor(config.concurrency, "scrape")
         self._stop = threading.Event()
@@ -158,6 +109,7 @@ class Telemetry:
                 self._watched.pop(key, None)
                 return
             watched = self._watched.setdefault(key, Watched())
+            watched.uid = str(meta.get("uid") or "")
             # An invalid spec keeps the settings it was last measured with.
             spec = body.get("spec") or {}
             with contextlib.suppress(ValidationError):
@@ -170,7 +122,8 @@ class Telemetry:
             if SCHEDULE_FIELD not in speculative:  # a schedule drafts another K at each batch size: no profile
                 with contextlib.suppress(ValidationError):
                     watched.tuning = TuningSettings.model_validate(speculative.get("tuning") or {})
-            watched.max_batch = int((spec.get("scheduling") or {}).get("maxNumSeqs") or MAX_SCHEDULE_BATCH)
+            max_batch = (spec.get("scheduling") or {}).get("maxNumSeqs")
+            watched.max_batch = max_batch if isinstance(max_batch, int) and max_batch > 0 else MAX_SCHEDULE_BATCH
             watched.status = dict(body.get("status") or {})
             watched.generation = int(meta.get("generation") or 0)
 
@@ -194,69 +147,154 @@ class Telemetry:
                 watched.histories.pop(name, None)
 
     def run(self, stop: threading.Event) -> None:
-        """Scrape whatever is due, about once a second, until `stop` is set."""
-        while not stop.wait(1.0):
+        """Start and finish rounds until `stop` is set: at least once a second, and as soon as a scrape ends."""
+        while not stop.is_set():
             try:
                 self.tick()
-            except Exception:  # the loop must outlive one bad round; the next one retries
+            except Exception:  # the loop must outlive anything; each resource's failures are handled in it
                 log.exception("telemetry round failed")
+            with self._guard:
+                scrapes = [f for r in self._rounds.values() for f in r.scrapes.values() if not f.done()]
+            if scrapes:
+                wait(scrapes, timeout=1.0, return_when=FIRST_COMPLETED)
+            else:
+                stop.wait(1.0)
 
     def _interval(self, watched: Watched) -> float:
-        return float(watched.settings.interval_seconds or self.config.interval)
+        """Seconds between rounds: the spec's, else the operator's, and never so long that the window
+        holds fewer than two scrapes."""
+        interval = float(watched.settings.interval_seconds or self.config.interval)
+        return min(interval, watched.settings.window_seconds / 2)
 
     def tick(self) -> None:
-        """One round: scrape the pods of every due resource concurrently, then window and publish."""
+        """Finish the rounds whose scrapes have all ended, then start the round of every resource now due.
+        Never waits on a pod."""
+        with self._guard:
+            done = [r for r in self._rounds.values() if r.done()]
+            for finished in done:
+                del self._rounds[finished.key]
+        for finished in done:
+            self._conclude(finished)
         started = self.clock()
         with self._guard:
             due = [
-                (key, w, w.current(), w.canary())
+                Round(key, w, w.current(), w.canary())
                 for key, w in self._watched.items()
-                if w.settings.enabled and w.status.get("configHash") and w.due <= started
+                if key not in self._rounds and w.settings.enabled and w.status.get("configHash") and w.due <= started
             ]
-            for _, watched, _, _ in due:
-                watched.due = started + self._interval(watched)
-        jobs = [(key, target) for key, _, stable, trial in due for target in stable + trial]
-        results = dict(zip(jobs, self._pool.map(lambda job: self._scrape(job[1]), jobs), strict=True))
-        for key, watched, stable, trial in due:
+            for new in due:
+                new.watched.due = started + self._interval(new.watched)
+                for target in new.stable + new.trial:
+                    new.scrapes[target] = self._pool.submit(self._scrape, new.key, new.watched.uid, target)
+                self._rounds[new.key] = new
+
+    def settle(self, timeout: float) -> None:
+        """Tick until no round is in flight (or `timeout` passes): what a round costs, for the benchmark."""
+        deadline = self.clock() + timeout
+        self.tick()
+        while self._rounds and self.clock() < deadline:
             with self._guard:
-                figures = self._window(key, watched, stable, results)
-                trial_figures = self._window(key, watched, trial, results) if trial else None
-            wrote = self._publish(key, watched, figures)
-            if trial_figures is not None:
-                wrote = self._publish_canary(key, watched, trial_figures) or wrote
-                if wrote and self.judge is not None:
-                    self.judge(key)  # the canary may be judged on these figures
-            if watched.tuning is not None and watched.tuning.mode != "Off":
-                self._tune(key, watched, figures, trial_figures)
+                scrapes = [f for r in self._rounds.values() for f in r.scrapes.values()]
+            wait(scrapes, timeout=max(0.0, deadline - self.clock()))
+            self.tick()
 
-    def _window(
-        self, key: Key, watched: Watched, targets: list[Target], results: dict[tuple[Key, Target], Sample | None]
-    ) -> Figures:
-        """Record this round's samples of `targets` and window them (under the guard)."""
-        fresh = set()
-        for target in targets:
-            sample = results[(key, target)]
-            if sample is None:
-                continue
-            fresh.add(target.pod)
-            history = watched.histories.setdefault(target.pod, History(MAX_SAMPLES))
-            history.record(sample, watched.settings.window_seconds)
-        return aggregate(watched.histories, len(targets), fresh, self.clock(), watched.settings.window_seconds)
-
-    def _scrape(self, target: Target) -> Sample | None:
-        started = self.clock()
+    def _scrape(self, key: Key, uid: str, target: Target) -> Outcome:
+        """One pod's sample, or why there is none; None when the pod is not this resource's own (its
+        controller chain does not end at the resource), which is never scraped."""
         try:
+            if not uid or self.ownership.resource_of(key[0], target.controller_ref()) != uid:
+                metrics.SCRAPES.labels(result="foreign").inc()
+                log.debug(
+                    "pod %s/%s is labelled as %s's but was not made by it: not scraped", key[0], target.pod, key[1]
+                )
+                return None
+            started = self.clock()
             counts = scrape(target.endpoint, self.config.timeout) or Counts()
         except ScrapeError as error:
-            log.debug("scrape of pod %s failed: %s", target.pod, error)
+            log.debug("scrape of pod %s/%s failed: %s", key[0], target.pod, error)
+            metrics.SCRAPES.labels(result=error.result).inc()
+            return Failure(str(error), error.result)
+        except Exception as error:  # a bug must cost this pod's sample, not the round
+            log.exception("scrape of pod %s/%s failed", key[0], target.pod)
             metrics.SCRAPES.labels(result="error").inc()
-            return None
+            return Failure(f"the scrape failed: {type(error).__name__}", "error")
         finished = self.clock()
         metrics.SCRAPES.labels(result="ok").inc()
         metrics.SCRAPE_SECONDS.observe(finished - started)
         # The series' start on the sample clock; a container clock ahead of ours reads as "just now".
         born = None if target.started is None else finished - max(0.0, self.wall() - target.started)
         return Sample(finished, target.series, counts, born)
+
+    def _conclude(self, finished: Round) -> None:
+        """What a resource's scrapes give: its figures, the status patch, the canary's, tuning. Each stage
+        is isolated: a failure is reported on this resource, and the stages after it still run."""
+        key, watched = finished.key, finished.watched
+        outcomes = {t: f.result() for t, f in finished.scrapes.items()}
+        failed: list[str] = []
+
+        def stage(name: str, step: Callable[[], T]) -> T | None:
+            try:
+                return step()
+            except Exception as error:
+                failed.append(name)
+                self._report(key, watched, name, error)
+                return None
+
+        with self._guard:
+            figures = stage("figures", lambda: self._window(watched, finished.stable, outcomes))
+            trial = (
+                stage("figures", lambda: self._window(watched, finished.trial, outcomes)) if finished.trial else None
+            )
+        wrote = False
+        if figures is not None:
+            wrote = bool(stage("status", lambda: self._publish(key, watched, figures)))
+        judge = self.judge
+        if trial is not None:
+            wrote = bool(stage("canary", lambda: self._publish_canary(key, watched, trial))) or wrote
+            if wrote and judge is not None:
+                stage("canary", lambda: judge(key))  # the canary may be judged on these figures
+        if figures is not None and watched.tuning is not None and watched.tuning.mode != "Off":
+            stage("tuning", lambda: self._tune(key, watched, figures, trial))
+        if not failed:
+            watched.failed = ""
+
+    def _report(self, key: Key, watched: Watched, stage: str, error: Exception) -> None:
+        """A stage of one resource's round failed: logged and counted, and told on the resource once per
+        distinct failure (an event), so that a failure that persists is not repeated every round."""
+        metrics.TELEMETRY_FAILURES.labels(stage=stage).inc()
+        said = f"{stage}: {type(error).__name__}: {' '.join(str(error).split())}"[:400]
+        if said == watched.failed:
+            log.debug("telemetry of %s/%s still fails at %s", key[0], key[1], said)
+            return
+        watched.failed = said
+        log.exception("telemetry of %s/%s failed at %s", key[0], key[1], stage)
+        message = (
+            f"measuring this resource failed ({said}); its figures are kept as last written, other resources "
+            "are not affected, and the next round tries again"
+        )
+        body = {"metadata": {"namespace": key[0], "name": key[1], "uid": watched.uid}}
+        try:
+            self.kube.event(body, "Warning", "TelemetryFailed", message, self.now())
+        except Exception:  # the API refusing the event too: the log and the metric still say it
+            log.warning("cannot post the TelemetryFailed event of %s/%s", key[0], key[1])
+
+    def _window(self, watched: Watched, targets: list[Target], outcomes: dict[Target, Outcome]) -> Figures:
+        """Record the samples of `targets` and window them (under the guard); pods that are not the
+        resource's own are left out, and those that failed are named with the reason."""
+        fresh, failures, own = set(), [], 0
+        for target in targets:
+            outcome = outcomes.get(target)
+            if outcome is None:
+                continue
+            own += 1
+            if isinstance(outcome, Failure):
+                failures.append((target.pod, outcome))
+                continue
+            fresh.add(target.pod)
+            history = watched.histories.setdefault(target.pod, History(MAX_SAMPLES))
+            history.record(outcome, watched.settings.window_seconds)
+        found = aggregate(watched.histories, own, fresh, self.clock(), watched.settings.window_seconds)
+        return Figures(found.pods, found.pods_measured, found.seconds, found.counts, tuple(sorted(failures)))
 
     def _publish(self, key: Key, watched: Watched, figures: Figures) -> bool:
         """Write what moved in status.speculation.observed; whether it wrote."""

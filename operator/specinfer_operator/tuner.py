@@ -19,6 +19,7 @@ from typing import Any
 from specinfer_operator.timestamps import age
 from specinfer_operator.tuning import Bounds, Profile, Recommendation, recommend
 from specinfer_operator.window import Figures
+from specinfer_runtime.tokens import ASCEND_MAX_SPECULATIVE_TOKENS
 from specinfer_runtime.tuning_settings import TuningSettings
 
 STEP_TOLERANCE = 0.02  # relative: a profile whose step time moved less is not rewritten
@@ -52,22 +53,31 @@ def entry(profile: Profile, now: str) -> dict[str, Any]:
         "numSpeculativeTokens": profile.k,
         "decodeSteps": profile.steps,
         "draftTokens": profile.draft_tokens,
-        "stepMilliseconds": round(1000 * profile.step_seconds, 3),
+        "stepMilliseconds": float(f"{1000 * profile.step_seconds:.6g}"),
         "decodeBatch": round(profile.batch, 2),
         "acceptedPerStep": [round(t, 4) for t in profile.position_tokens],
         "measuredTime": now,
     }
 
 
-def profile_of(item: dict[str, Any]) -> Profile:
-    return Profile(
-        k=int(item["numSpeculativeTokens"]),
-        steps=int(item["decodeSteps"]),
-        step_seconds=float(item["stepMilliseconds"]) / 1000,
-        position_tokens=tuple(float(t) for t in item["acceptedPerStep"]),
-        batch=float(item["decodeBatch"]),
-        draft_tokens=int(item["draftTokens"]),
-    )
+def profile_of(item: dict[str, Any]) -> Profile | None:
+    """The profile a status entry keeps; None for one the recommender cannot use (no step time, a K that
+    does not match its positions), which only a hand-edited status holds."""
+    try:
+        found = Profile(
+            k=int(item["numSpeculativeTokens"]),
+            steps=int(item["decodeSteps"]),
+            step_seconds=float(item["stepMilliseconds"]) / 1000,
+            position_tokens=tuple(float(t) for t in item["acceptedPerStep"]),
+            batch=float(item["decodeBatch"]),
+            draft_tokens=int(item["draftTokens"]),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+    usable = (*found.position_tokens, found.step_seconds, found.batch)
+    if found.steps <= 0 or not all(math.isfinite(x) and x >= 0 for x in usable) or found.step_seconds <= 0:
+        return None
+    return found if len(found.position_tokens) == found.k and found.batch > 0 else None
 
 
 def _moved(before: dict[str, Any] | None, after: dict[str, Any]) -> bool:
@@ -136,8 +146,10 @@ def _profiles(
     kept = {(int(p["numSpeculativeTokens"]), _band(float(p["decodeBatch"]))): p for p in tuning.get("profiles") or []}
     changed = False
     for k, measured in figures:
+        if not 0 <= k <= ASCEND_MAX_SPECULATIVE_TOKENS or len(measured.counts.per_position) != k:
+            continue  # figures of a K no engine of this resource can run: a broken or hostile exporter
         found = Profile.of(measured.counts, k) if measured.counts.draft_tokens >= need else None
-        if found is None or len(measured.counts.per_position) != k:
+        if found is None:
             continue
         item = entry(found, now)
         key = (k, _band(found.batch))
@@ -216,7 +228,8 @@ def update(
     if changed:
         patch["profiles"] = profiles
     bounds = Bounds(min_k=settings.min_k, max_k=settings.max_k or requested, off=False, max_batch=max_batch)
-    found = recommend([profile_of(p) for p in profiles], serving, bounds) if profiles else None
+    usable = [p for p in map(profile_of, profiles) if p is not None]
+    found = recommend(usable, serving, bounds) if usable else None
     before = tuning.get("recommendation")
     after = advice(found, settings, now)
     if after is not None and (before is None or before.get("summary") != after["summary"]):

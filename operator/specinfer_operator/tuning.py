@@ -28,6 +28,7 @@ NEIGHBOUR = 0.10  # a K next to the best, predicted this close to it, is measure
 # Profiles whose batches differ by this factor tell the cost's batch terms apart.
 BATCH_SPREAD = 1.5
 MAX_SCHEDULE_BATCH = 256  # batch sizes a schedule is computed for, when maxNumSeqs does not say
+FLOOR = 0.5  # no step is predicted faster than this share of the fastest step measured
 
 
 @dataclass(frozen=True)
@@ -92,15 +93,19 @@ def tokens_per_step(curve: list[float], k: int) -> float:
 
 @dataclass(frozen=True)
 class Cost:
-    """Seconds per decode step: a + b K + c n + d n K for n requests per step (unfitted terms are 0)."""
+    """Seconds per decode step: a + b K + c n + d n K for n requests per step (unfitted terms are 0), never
+    below `floor`: a line fitted through noisy profiles can reach zero at a K it did not measure, and no
+    step is free."""
 
     base: float
     per_token: float
     per_request: float = 0.0
     per_request_token: float = 0.0
+    floor: float = 0.0
 
     def seconds(self, k: int, batch: float) -> float:
-        return self.base + self.per_token * k + self.per_request * batch + self.per_request_token * batch * k
+        raw = self.base + self.per_token * k + self.per_request * batch + self.per_request_token * batch * k
+        return max(self.floor, raw)
 
 
 def _solve(rows: list[list[float]], values: list[float]) -> list[float] | None:
@@ -125,21 +130,24 @@ def _solve(rows: list[list[float]], values: list[float]) -> list[float] | None:
 
 def fit(profiles: list[Profile]) -> Cost | None:
     """The step cost across the profiles, None while they measured fewer than two K. A drafted token never
-    makes a step cheaper: a slope that noise made negative is taken as 0 (the step time, their mean)."""
+    makes a step cheaper: a slope that noise made negative is taken as 0 (the step time, their mean). No
+    prediction goes below FLOOR of the fastest step measured."""
     if len({p.k for p in profiles}) < 2:
         return None
     times = [p.step_seconds for p in profiles]
     batches = [p.batch for p in profiles]
+    floor = FLOOR * min(times)
     if len(profiles) >= 4 and max(batches) >= BATCH_SPREAD * min(batches):
         found = _solve([[1.0, p.k, p.batch, p.batch * p.k] for p in profiles], times)
         if found is not None and min(found[1:]) > -1e-9:  # rounding, not a cost that falls
-            return Cost(found[0], *(max(0.0, x) for x in found[1:]))
+            base, per_token, per_request, per_request_token = found
+            return Cost(base, max(0.0, per_token), max(0.0, per_request), max(0.0, per_request_token), floor)
     found = _solve([[1.0, float(p.k)] for p in profiles], times)
     if found is None:
         return None
     if found[1] < 0:
-        return Cost(sum(times) / len(times), 0.0)
-    return Cost(found[0], found[1])
+        return Cost(sum(times) / len(times), 0.0, floor=floor)
+    return Cost(found[0], found[1], floor=floor)
 
 
 @dataclass(frozen=True)
@@ -257,7 +265,11 @@ def recommend(
     drafting = [p for p in profiles if p.k > 0]
     off = [p for p in profiles if p.k == 0]
     measured_k = max((p.k for p in drafting), default=0)
-    top = min(bounds.max_k, measured_k + EXTRAPOLATE)
+    low = max(1, bounds.min_k)
+    if low > bounds.max_k:
+        return None  # nothing to choose from (admission refuses such bounds; a status edited by hand may not)
+    # Up to EXTRAPOLATE positions beyond those measured, and at least minK.
+    top = max(low, min(bounds.max_k, measured_k + EXTRAPOLATE))
     curve = acceptance_curve(drafting, max(top, current_k))
     cost = fit(drafting)
     if cost is None:
@@ -274,7 +286,7 @@ def recommend(
             return _pooled_speed(near)
         return _pooled_speed(off) if k == 0 else tokens_per_step(curve, k) / cost.seconds(k, batch)
 
-    static = list(range(max(1, bounds.min_k), top + 1))
+    static = list(range(low, top + 1))
     best = max(static, key=lambda k: (speed_of(k), -k))
     if bounds.off and off and speed_of(0) > speed_of(best):
         best = 0

@@ -140,14 +140,24 @@ class History:
         return samples[start:]
 
 
+@dataclass(frozen=True, order=True)
+class Failure:
+    """A scrape that gave no sample: why, in one line, and its result in specinfer_scrapes_total."""
+
+    reason: str
+    result: str
+
+
 @dataclass(frozen=True)
 class Figures:
-    """Acceptance of one configuration over the window, from the pods that answered the last scrape."""
+    """Acceptance of one configuration over the window, from the pods that answered the last scrape, and
+    the pods that did not, with why."""
 
     pods: int
     pods_measured: int
     seconds: float  # the span the samples actually cover: shorter than the window after a start
     counts: Counts
+    failures: tuple[tuple[str, Failure], ...] = ()  # (pod, why), by pod
 
     @property
     def acceptance(self) -> Acceptance:

@@ -9,7 +9,7 @@ from pydantic import Field
 from specinfer_runtime.base import Section
 from specinfer_runtime.celrules import Rule, cel_list
 from specinfer_runtime.graph import FULL_MODE
-from specinfer_runtime.tokens import ASCEND_MAX_SPECULATIVE_TOKENS, OWN_SCHEDULE, K
+from specinfer_runtime.tokens import ASCEND_MAX_SPECULATIVE_TOKENS, OWN_SCHEDULE, SCHEDULE, K
 
 TuningMode = Literal["Off", "Recommend", "Auto"]
 
@@ -93,6 +93,16 @@ _TUNABLE_KS = (
 )
 
 ENGINE_RULES = (
+    Rule(
+        id="tuning",
+        rule=f"!has(self.speculative.tuning) || self.speculative.tuning.mode == 'Off' || has({SCHEDULE}) "
+        f"|| ({K} >= self.speculative.tuning.minK && {K} <= {_MAX_K})",
+        message="numSpeculativeTokens %d is outside the range tuning may choose from, minK %d to maxK %d: tuning "
+        "starts from the spec's K and measures its neighbours, so the range must hold it: set "
+        "numSpeculativeTokens within the range, or widen it",
+        args=(K, "self.speculative.tuning.minK", _MAX_K),
+        field_path=".speculative.tuning",
+    ),
     Rule(
         id="tuning",
         rule=f"!has(self.speculative.tuning) || self.speculative.tuning.mode != 'Auto' "

@@ -8,7 +8,7 @@ from typing import Any
 from specinfer_operator.observation import moved, observed, update
 from specinfer_operator.service_settings import TelemetrySettings
 from specinfer_operator.status import Desired, Observed, Verdict, compute
-from specinfer_operator.window import Counts, Figures
+from specinfer_operator.window import Counts, Failure, Figures
 
 T0, T1, LATER = "2026-11-23T10:00:00Z", "2026-11-23T10:00:30Z", "2026-11-23T10:05:00Z"
 SETTINGS = TelemetrySettings(min_drafts=100, min_mean_acceptance_length=1.5)
@@ -146,3 +146,36 @@ def test_ratios_that_are_gone_are_removed_by_the_merge_patch() -> None:
     obs = silent.patch["speculation"]["observed"]
     assert obs["meanAcceptanceLength"] is None  # null deletes the key; left out, it would stay as it was
     assert (obs["podsMeasured"], obs["drafts"]) == (0, 0)
+
+
+def failing(measured: Figures, *pods: tuple[str, str]) -> Figures:
+    return replace(measured, failures=tuple((pod, Failure(reason, "timeout")) for pod, reason in pods))
+
+
+def test_a_pod_that_fails_is_named_with_why_once() -> None:
+    before = written(status(), figures(200, 600))
+    slow = failing(figures(200, 600, measured=1), ("demo-b", "http://127.100.0.6:8000/metrics took longer than 2 s"))
+    change = update(before, slow, SETTINGS, 3, T1, refresh=300)
+    assert change is not None
+    assert change.patch["speculation"]["observed"]["scrapeFailures"] == [
+        {"pod": "demo-b", "result": "timeout", "reason": "http://127.100.0.6:8000/metrics took longer than 2 s"}
+    ]
+    assert [(kind, reason) for kind, reason, _ in change.events] == [("Warning", "ScrapeFailed")]
+    assert "pod demo-b: http://127.100.0.6:8000/metrics took longer than 2 s" in change.events[0][2]
+    # The same failure next round: nothing new to write or tell.
+    assert update(apply(before, change.patch), slow, SETTINGS, 3, T1, refresh=300) is None
+    # Recovered: the failures go from the status, without an event.
+    recovered = update(apply(before, change.patch), figures(200, 600), SETTINGS, 3, T1, refresh=300)
+    assert recovered is not None
+    assert recovered.patch["speculation"]["observed"]["scrapeFailures"] is None
+    assert recovered.events == []
+
+
+def test_many_failing_pods_make_one_event() -> None:
+    many = failing(figures(200, 600, pods=20, measured=0), *((f"p{i:02}", "refused") for i in range(20)))
+    change = update(status(), many, SETTINGS, 3, T0, refresh=300)
+    assert change is not None
+    assert len(change.patch["speculation"]["observed"]["scrapeFailures"]) == 16
+    assert [reason for _, reason, _ in change.events] == ["ScrapeFailed"]
+    assert change.events[0][2].count("pod p") == 3
+    assert "and 13 more" in change.events[0][2]  # of the 16 named in the status

@@ -1,4 +1,5 @@
-"""Which pods the loop scrapes: Ready ones with an address, of the configuration the status names."""
+"""Which pods the loop scrapes: Ready ones with an address of their own, at the port the operator rendered, of
+the configuration the status names."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from specinfer_operator.scrape import Endpoint
-from specinfer_operator.telemetry import Target, Watched, target_of
+from specinfer_operator.targets import Target, Watched, target_of
 
 
 def pod(
@@ -17,6 +18,9 @@ def pod(
             "name": name,
             "uid": f"uid-{name}",
             "annotations": {"specinfer.io/config-hash": config_hash},
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "demo-abc", "uid": "rs-1", "controller": True}
+            ],
             **meta,
         },
         "spec": {"containers": [{"name": "engine", "ports": [{"name": "http", "containerPort": 8000}]}]},
@@ -32,7 +36,25 @@ def pod(
 
 def test_a_ready_pod_is_a_target_with_its_series() -> None:
     started = datetime(2026, 11, 23, 10, tzinfo=UTC).timestamp()
-    assert target_of(pod("a")) == Target("a", "uid-a/2", "abc", Endpoint("127.100.0.5", 8000), started)
+    controller = ("apps/v1", "ReplicaSet", "demo-abc", "rs-1")
+    assert target_of(pod("a")) == Target("a", "uid-a/2", "abc", Endpoint("127.100.0.5", 8000), started, controller)
+
+
+def test_the_port_is_the_one_rendered_whatever_the_pod_declares() -> None:
+    other = pod("a")
+    other["spec"]["containers"][0]["ports"] = [{"name": "http", "containerPort": 10250}]
+    target = target_of(other)
+    assert target is not None
+    assert target.endpoint == Endpoint("127.100.0.5", 8000)
+
+
+def test_a_pod_on_the_host_network_is_never_a_target() -> None:
+    on_host = pod("a")
+    on_host["spec"]["hostNetwork"] = True
+    assert target_of(on_host) is None
+    shares_the_node_address = pod("a")
+    shares_the_node_address["status"]["hostIP"] = "127.100.0.5"
+    assert target_of(shares_the_node_address) is None
 
 
 def test_a_start_time_that_cannot_be_read_is_unknown() -> None:
