@@ -10,7 +10,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 import yaml
 
@@ -149,8 +149,15 @@ def cmd_schema(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
+class Parser(argparse.ArgumentParser):
+    """Usage errors in one line, exit 2, as every other refusal of the command."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_UNREADABLE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(
+    top = Parser(
         prog="specinfer",
         description="Validate and render SpeculativeInference resources (vLLM-Ascend speculative decoding).",
     )

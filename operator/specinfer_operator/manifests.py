@@ -77,6 +77,20 @@ def read_limited(stream: BinaryIO) -> str:
         raise ManifestError(f"not UTF-8 text (byte {error.start} is 0x{data[error.start]:02x})") from error
 
 
+def open_regular(path: str | Path) -> BinaryIO:
+    """A file opened for reading without blocking first: a FIFO or a device would hold the open (or the read)
+    until some writer came. ManifestError for anything but a regular file; OSError as open raises it."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ManifestError("not a regular file (a FIFO, socket or device): give a file, a directory, or -")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
 def _stdin() -> str:
     if sys.stdin is None or sys.stdin.closed:
         raise ManifestError("standard input is closed")
@@ -185,7 +199,7 @@ def load(paths: list[str]) -> Iterator[Item]:
                 yield file
                 continue
             try:
-                with file.open("rb") as stream:
+                with open_regular(file) as stream:
                     text = read_limited(stream)
             except OSError as error:
                 yield LoadFailure(str(file), f"cannot read: {error.strerror or error}")

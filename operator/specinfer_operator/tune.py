@@ -16,12 +16,32 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
+from specinfer_operator.acceptance import MAX_POSITIONS
+from specinfer_operator.kubeyaml import ManifestError
+from specinfer_operator.manifests import open_regular
 from specinfer_operator.scrape import LIMIT, Endpoint, ScrapeError, fetch, read
 from specinfer_operator.tuning import Bounds, Profile, Recommendation, recommend
 from specinfer_operator.window import Counts
 
 EXIT_OK, EXIT_NO_ADVICE, EXIT_UNREADABLE = 0, 1, 2
 TIMEOUT = 5.0  # seconds for each read of a URL
+MAX_WINDOW = 3600.0  # seconds between the two reads of a URL
+MAX_BATCH = 4096  # requests per step
+
+
+def within(kind: type[int] | type[float], low: float, high: float) -> Any:
+    """An argparse type: a number of `kind` from `low` to `high` (finite), or a one-line refusal."""
+
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        if not low <= value <= high:  # NaN compares false: refused with the rest
+            raise argparse.ArgumentTypeError(f"{text} is not from {low:g} to {high:g}")
+        return value
+
+    return parse
 
 
 class SourceError(Exception):
@@ -29,14 +49,14 @@ class SourceError(Exception):
 
 
 def _endpoint(url: str) -> Endpoint:
-    parts = urlsplit(url)
-    if parts.scheme != "http" or not parts.hostname:
-        raise SourceError(f"{url}: only http://HOST:PORT/PATH URLs are read")
     try:
-        port = parts.port or 80
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port or 80
     except ValueError as error:
-        raise SourceError(f"{url}: {error}") from error
-    return Endpoint(parts.hostname, port, parts.path or "/metrics")
+        raise SourceError(f"{url}: not a URL: {error}") from error
+    if parts.scheme != "http" or not host:
+        raise SourceError(f"{url}: only http://HOST:PORT/PATH URLs are read")
+    return Endpoint(host, port, parts.path or "/metrics")
 
 
 def _bytes(source: str, stdin: Any) -> bytes:
@@ -45,8 +65,10 @@ def _bytes(source: str, stdin: Any) -> bytes:
         if source == "-":
             data: bytes = stdin.buffer.read(LIMIT + 1)
         else:
-            with open(source, "rb") as file:
+            with open_regular(source) as file:
                 data = file.read(LIMIT + 1)
+    except ManifestError as error:
+        raise SourceError(f"{source}: {error}") from error
     except OSError as error:
         raise SourceError(f"{source}: {error.strerror or error}") from error
     if len(data) > LIMIT:
@@ -161,6 +183,9 @@ def _text(rows: list[dict[str, Any]], advice: dict[str, Any] | None, why: str, o
 
 
 def cmd_tune(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.min_k > args.max_k:
+        print(f"specinfer tune: --min-k {args.min_k} is above --max-k {args.max_k}", file=err)
+        return EXIT_UNREADABLE
     try:
         entries = pool([counters(s, args.window, sys.stdin) for s in args.sources])
     except SourceError as error:
@@ -202,11 +227,26 @@ def add_parser(sub: Any) -> None:
         "a source cannot be read.",
     )
     t.add_argument("sources", nargs="+", metavar="SOURCE", help="http://HOST:PORT/metrics, a file, or -")
-    t.add_argument("--window", type=float, default=0.0, help="read each URL twice this many seconds apart")
-    t.add_argument("--min-k", type=int, default=1, help="smallest K to recommend (default 1)")
-    t.add_argument("--max-k", type=int, default=14, help="largest K to recommend (default 14, the Ascend limit)")
-    t.add_argument("--batch", type=float, default=None, help="batch size to recommend for (default: as measured)")
-    t.add_argument("--max-batch", type=int, default=256, help="the schedule's last batch size (maxNumSeqs)")
-    t.add_argument("--min-draft-tokens", type=int, default=200, help="evidence a K needs to count (default 200)")
+    t.add_argument(
+        "--window", type=within(float, 0, MAX_WINDOW), default=0.0, help="read each URL twice this many seconds apart"
+    )
+    k = within(int, 1, MAX_POSITIONS)
+    t.add_argument("--min-k", type=k, default=1, help="smallest K to recommend (default 1)")
+    t.add_argument("--max-k", type=k, default=14, help="largest K to recommend (default 14, the Ascend limit)")
+    t.add_argument(
+        "--batch",
+        type=within(float, 1, MAX_BATCH),
+        default=None,
+        help="batch size to recommend for (default: as measured)",
+    )
+    t.add_argument(
+        "--max-batch", type=within(int, 1, MAX_BATCH), default=256, help="the schedule's last batch size (maxNumSeqs)"
+    )
+    t.add_argument(
+        "--min-draft-tokens",
+        type=within(int, 1, 1 << 53),
+        default=200,
+        help="evidence a K needs to count (default 200)",
+    )
     t.add_argument("-o", "--output", choices=("text", "json"), default="text")
     t.set_defaults(func=cmd_tune)

@@ -215,3 +215,30 @@ def test_unreadable_file_and_directory_as_another_user() -> None:
             specinfer("validate", str(where / "tree"), user="65534", cwd=where), "closed: cannot read the directory"
         )
         refused(specinfer("validate", str(where / "tree" / "closed" / "x.yaml"), user="65534"), "cannot read")
+
+
+def test_a_fifo_or_device_given_as_a_file_is_refused_without_waiting(tmp_path: Path) -> None:
+    fifo = tmp_path / "manifest.yaml"
+    os.mkfifo(fifo)  # nothing ever writes to it: opening it to read would wait forever
+    for command in ("validate", "render", "tune"):
+        refused(specinfer(command, str(fifo)), "not a regular file")
+    refused(specinfer("validate", "/dev/zero"), "not a regular file")
+
+
+@pytest.mark.parametrize(
+    ("flags", "fragment"),
+    [
+        (["--window", "nan"], "--window: nan is not from 0 to 3600"),
+        (["--window", "inf"], "--window: inf is not from 0 to 3600"),
+        (["--min-k", "0"], "--min-k: 0 is not from 1 to 64"),
+        (["--max-batch", "1e9"], "--max-batch: '1e9' is not an integer"),
+        (["--min-k", "5", "--max-k", "3"], "--min-k 5 is above --max-k 3"),
+    ],
+)
+def test_tune_flags_out_of_range_are_one_line(flags: list[str], fragment: str) -> None:
+    refused(specinfer("tune", *flags, str(EXAMPLES / "ngram.yaml")), fragment)
+
+
+def test_a_malformed_url_is_one_line() -> None:
+    refused(specinfer("tune", "http://[::1/metrics"), "not a URL")
+    refused(specinfer("tune", "http://127.0.0.1:99999/metrics"), "not a URL")

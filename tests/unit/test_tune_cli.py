@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import io
 import json
+import tempfile
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from specinfer_operator.acceptance import acceptance
+import tests.strategies  # noqa: F401  (the ci profile)
+from specinfer_operator.acceptance import COUNTERS, acceptance
 from specinfer_operator.cli import main
 from specinfer_operator.tune import counters, pool
 from specinfer_operator.tuning import Bounds, Profile, recommend
@@ -129,3 +134,38 @@ def test_hostile_sources_are_one_line(tmp_path: Path) -> None:
     refused(specinfer("tune", str(huge)), "larger than 4 MiB")
     refused(specinfer("tune", "-", stdin=b'vllm:spec_decode_num_drafts_total{model_name="m"} NaN\n'), "not a count")
     refused(specinfer("tune", "-", stdin=bytes(range(256)) * 64), "not the /metrics of a vLLM engine")
+
+
+NAMES = [*COUNTERS, "vllm:inter_token_latency_seconds_sum", "vllm:iteration_tokens_total_count", "up"]
+VALUES = st.sampled_from(["0", "1", "-1", "NaN", "+Inf", "1e308", "9007199254740993", "1e-320", "3.5", "x", ""])
+LABELS = st.sampled_from(
+    ["", '{position="0"}', '{position="63"}', '{position="64"}', '{model_name="m",engine="1"}', "{"]
+)
+LINES = st.builds(lambda n, labels, value: f"{n}{labels} {value}", st.sampled_from(NAMES), LABELS, VALUES)
+FLAGS = st.lists(
+    st.sampled_from(["--window", "--min-k", "--max-k", "--batch", "--max-batch", "--min-draft-tokens", "-o"]).flatmap(
+        lambda flag: st.tuples(
+            st.just(flag), st.sampled_from(["0", "1", "14", "64", "-3", "nan", "inf", "1e400", "json", "x"])
+        )
+    ),
+    max_size=3,
+)
+
+
+@given(st.lists(st.lists(LINES, max_size=12), min_size=1, max_size=3), FLAGS)
+@settings(deadline=timedelta(seconds=5))
+def test_no_input_reaches_an_unexpected_error(files: list[list[str]], flags: list[tuple[str, str]]) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        paths = []
+        for i, lines in enumerate(files):
+            path = Path(directory) / f"{i}.txt"
+            path.write_text("\n".join(lines) + "\n")
+            paths.append(str(path))
+        args = [part for flag in flags for part in flag]
+        try:
+            code, _out, err = tune(*args, *paths)
+        except SystemExit as exit_:  # argparse refusing a flag value: one line, exit 2
+            code, err = int(exit_.code or 0), ""
+    assert code in (0, 1, 2)
+    assert "please report" not in err
+    assert "Traceback" not in err
