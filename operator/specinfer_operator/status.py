@@ -16,6 +16,7 @@ from typing import Any
 
 from specinfer_operator import tuner, workload
 from specinfer_operator.status_limits import clamp
+from specinfer_runtime.redaction import redact
 
 # Written by the telemetry loop (observation.py); reconcile carries it while the figures it judged stay.
 MEASURED_CONDITION = "LowAcceptance"
@@ -108,7 +109,13 @@ def unschedulable_message(scheduler: str, need: int, resource: str) -> str:
 
 
 def pod_problem(pods: list[dict[str, Any]], desired: Desired | None) -> tuple[str, str] | None:
-    """The most telling problem among the pods: (reason, message), or None."""
+    """The most telling problem among the pods: (reason, message), or None. What a pod wrote is scrubbed of
+    anything that looks like a token before it reaches the status and events."""
+    found = _pod_problem(pods, desired)
+    return None if found is None else (found[0], redact(found[1]))
+
+
+def _pod_problem(pods: list[dict[str, Any]], desired: Desired | None) -> tuple[str, str] | None:
     for pod in pods:
         for condition in _get(pod, "status", "conditions") or []:
             if condition.get("type") == "PodScheduled" and condition.get("reason") == "Unschedulable":

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from specinfer_runtime.engine import EngineSpec
+from specinfer_runtime.redaction import redact, token_problem
 from specinfer_runtime.sources import DRAFT_TOKEN_ENV, MODEL_ROOT
 
 Download = Callable[..., Any]
@@ -33,12 +34,11 @@ def fetch_draft(
     directory = Path(root) / "draft"
     if (directory / "config.json").is_file():
         return None  # fetched before this container restarted: the volume outlives it
-    token = env.get(DRAFT_TOKEN_ENV, "").strip()
-    if not token:
-        return (
-            f"{DRAFT_TOKEN_ENV} is empty: the Secret key in spec.speculative.draftModel.source.huggingFace."
-            "tokenSecretRef holds no token"
-        )
+    raw = env.get(DRAFT_TOKEN_ENV, "")
+    problem = token_problem(DRAFT_TOKEN_ENV, raw)
+    if problem:
+        return f"{problem}: the Secret key in spec.speculative.draftModel.source.huggingFace.tokenSecretRef"
+    token = raw.strip()
     source = draft.source.hugging_face if draft.source else None
     try:
         download(
@@ -47,8 +47,8 @@ def fetch_draft(
             token=token,
             local_dir=str(directory),
         )
-    except Exception as error:  # the Hub client raises many kinds; each becomes the reason
-        said = " ".join(str(error).split())[:300]
+    except Exception as error:  # the Hub client raises many kinds; each becomes the reason, never with the token
+        said = " ".join(redact(str(error), (raw, token)).split())[:300]
         return f"cannot download the draft model {draft.name} with its own token: {type(error).__name__}: {said}"
     if not (directory / "config.json").is_file():
         return f"the draft model {draft.name} was downloaded but holds no config.json: is it a checkpoint?"

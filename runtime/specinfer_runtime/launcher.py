@@ -24,7 +24,8 @@ from specinfer_runtime import compat, fetch, multinode, preflight
 from specinfer_runtime.advisories import advise
 from specinfer_runtime.argv import vllm_argv
 from specinfer_runtime.engine import EngineSpec
-from specinfer_runtime.sources import MODEL_ROOT
+from specinfer_runtime.redaction import redact, token_problem
+from specinfer_runtime.sources import DRAFT_TOKEN_ENV, HF_TOKEN_ENV, MODEL_ROOT
 from specinfer_runtime.validation import validate
 
 log = logging.getLogger("specinfer_runtime")
@@ -150,6 +151,14 @@ def prepare(config: str, argv: Sequence[str], environment: Environment | None) -
         rank = multinode.flags(spec, environment.env)
     except multinode.GroupError as error:
         raise PreflightError(str(error)) from error
+    # vLLM sends HF_TOKEN as it is: one it cannot send would be quoted in an error, and its log lines can
+    # become the termination message. Checked here without quoting it, and given to vLLM stripped.
+    tokens = {}
+    if HF_TOKEN_ENV in environment.env:
+        problem = token_problem(HF_TOKEN_ENV, environment.env[HF_TOKEN_ENV])
+        if problem:
+            raise PreflightError(f"{problem}: the Secret key in spec.model.source.huggingFace.tokenSecretRef")
+        tokens[HF_TOKEN_ENV] = environment.env[HF_TOKEN_ENV].strip()
     failed = fetch.fetch_draft(spec, environment.env)
     if failed:
         raise PreflightError(failed)
@@ -157,7 +166,7 @@ def prepare(config: str, argv: Sequence[str], environment: Environment | None) -
     if problems:
         raise PreflightError("preflight failed: " + "; ".join(problems))
     command = listening(command, environment.env.get(LISTEN_ADDRESS_ENV, "").strip()) + rank
-    return Launch(command, multinode.environment(spec, environment.env, environment.interface))
+    return Launch(command, {**multinode.environment(spec, environment.env, environment.interface), **tokens})
 
 
 def listening(command: list[str], address: str) -> list[str]:
@@ -188,12 +197,15 @@ def main(args: Sequence[str] | None = None) -> None:
     try:
         final = prepare(ns.config, command, None if ns.dry_run else gather())
     except PreflightError as error:
-        reason = str(error)
+        reason = redact(
+            str(error), [os.environ.get(n, "") for n in (HF_TOKEN_ENV, DRAFT_TOKEN_ENV) if os.environ.get(n)]
+        )
         log.error("%s", reason)
         with contextlib.suppress(OSError):  # outside Kubernetes there may be no termination log
             Path(ns.termination_log).write_text(reason + "\n")
         sys.exit(1)
-    log.info("exec %s%s", json.dumps(final.argv), f" with {json.dumps(final.env)}" if final.env else "")
+    shown = {k: v for k, v in final.env.items() if k != HF_TOKEN_ENV}
+    log.info("exec %s%s", json.dumps(final.argv), f" with {json.dumps(shown)}" if shown else "")
     if ns.dry_run:
         print(" ".join(final.argv))
         return

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,6 +19,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from specinfer_runtime.engine import EngineSpec
 from tests.engine.conftest import engine_python
 
 REPOSITORY = "org/private-draft"
@@ -128,3 +130,46 @@ def test_a_refused_token_is_one_line(engine_venv: Path, hub: str, tmp_path: Path
     assert reason.startswith(f"cannot download the draft model {REPOSITORY} with its own token: ")
     assert "\n" not in reason
     assert not (tmp_path / "draft" / "config.json").exists()
+
+
+HOSTILE = f"{DRAFT_TOKEN}_secret\nX-Injected: 1"
+LIBRARY = """
+import json, sys
+from huggingface_hub import snapshot_download
+from specinfer_runtime.redaction import redact
+try:
+    snapshot_download(repo_id=sys.argv[1], token=sys.argv[2], local_dir=sys.argv[3])
+except Exception as error:
+    print(json.dumps({"said": str(error), "scrubbed": redact(str(error), [sys.argv[2]])}))
+"""
+
+
+def test_a_token_that_breaks_the_http_library_is_never_quoted(engine_venv: Path, hub: str, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "VIRTUAL_ENV"))}
+    env.update(HF_ENDPOINT=hub, HF_HOME=str(tmp_path / "hf-home"), HF_HUB_DISABLE_XET="1")
+    # The Hub client quotes the header it refuses, token and all: what the runtime must never pass on.
+    printed = engine_python(engine_venv, "-c", LIBRARY, REPOSITORY, HOSTILE, str(tmp_path / "x"), env=env)
+    found = json.loads(printed.strip().splitlines()[-1])
+    assert f"{DRAFT_TOKEN}_secret" in found["said"]
+    assert "_secret" not in found["scrubbed"]
+    # The runtime refuses such a token before the library sees it: the termination message, its log and
+    # its output hold no part of it.
+    config = tmp_path / "engine.json"
+    config.write_text(json.dumps(EngineSpec.model_validate(SPEC).dump()))
+    log = tmp_path / "termination-log"
+    main = "import sys; from specinfer_runtime.launcher import main; main(sys.argv[1:])"
+    launcher = [str(engine_venv / "bin" / "python"), "-c", main, "--config", str(config), "--termination-log", str(log)]
+    for target_token, refused in (
+        (f"hf_target_only\n{DRAFT_TOKEN}", "HF_TOKEN"),
+        ("hf_target_only", "SPECINFER_DRAFT"),
+    ):
+        env.update(SPECINFER_DRAFT_HF_TOKEN=HOSTILE, HF_TOKEN=target_token)
+        result = subprocess.run(launcher, env=env, capture_output=True, text=True, timeout=120, check=False)
+        assert result.returncode == 1
+        reason = log.read_text()
+        assert reason.startswith(refused), reason
+        assert "holds a control character" in reason
+        for text in (reason, result.stdout, result.stderr):
+            assert "_secret" not in text
+            assert "target_only" not in text
+            assert DRAFT_TOKEN not in text
