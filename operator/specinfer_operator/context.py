@@ -18,6 +18,8 @@ from specinfer_operator.children import (
     label_selector,
 )
 from specinfer_operator.kube import Kube
+from specinfer_operator.owned import Owned
+from specinfer_operator.ownership import controlled_by
 from specinfer_operator.podspec import selector_labels
 from specinfer_operator.resource import SpeculativeInference
 from specinfer_operator.status import Desired, Observed
@@ -51,6 +53,10 @@ class Context:
     # Whether this operator may run engines over several nodes (its RBAC covers LeaderWorkerSets).
     groups_enabled: bool = True
     _groups_served: tuple[bool, float] | None = None  # whether the API serves LeaderWorkerSets, and when asked
+    owned: Owned = field(init=False)  # writes to children, only where they are the resource's own
+
+    def __post_init__(self) -> None:
+        self.owned = Owned(self.kube)
 
     def groups_served(self) -> bool:
         """Whether the API server serves LeaderWorkerSets: asked again after a while, since it may be
@@ -96,11 +102,15 @@ def desired_of(
     )
 
 
-def observe(ctx: Context, namespace: str, name: str, kind: Kind, deployment: dict[str, Any] | None = None) -> Observed:
-    """The workload of `kind` (read unless given) and the pods: from the watch's index when kopf has handed
-    it over, since listing a namespace's pods per refresh costs the API server O(pods) each time."""
+def observe(ctx: Context, body: dict[str, Any], kind: Kind, deployment: dict[str, Any] | None = None) -> Observed:
+    """The resource's workload of `kind` (read unless given; one of that name it does not control is not
+    its own, and counts as none) and the pods: from the watch's index when kopf has handed it over, since
+    listing a namespace's pods per refresh costs the API server O(pods) each time."""
+    meta = body["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
     if deployment is None:
         deployment = ctx.kube.get(kind.api_version, kind.plural, namespace, object_name(kind, name))
+        deployment = deployment if controlled_by(deployment, meta.get("uid")) else None
     if ctx.pods is not None:
         pods = list(ctx.pods.get((namespace, name), ()))
     else:

@@ -14,7 +14,7 @@ from specinfer_operator.children import label_selector
 from specinfer_operator.context import Context
 from specinfer_operator.debounce import Debounce
 from specinfer_operator.podspec import INSTANCE_LABEL, MANAGER
-from specinfer_operator.reconcile import APPLY_REJECTED, GROUPS_MISSING, reconcile
+from specinfer_operator.reconcile import GROUPS_MISSING, REFUSED, reconcile
 from specinfer_operator.resource import GROUP, PLURAL, VERSION
 from specinfer_operator.telemetry import Telemetry
 
@@ -101,16 +101,19 @@ def on_spec(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
     reconcile(dict(body), _context(memo, kwargs), [node for store in index.values() for node in store])
 
 
-def _refused(reason: str) -> Callable[..., bool]:
+def _refused(*reasons: str) -> Callable[..., bool]:
     def refused(status: kopf.Status, **_: Any) -> bool:
-        return any(c.get("type") == "ConfigValid" and c.get("reason") == reason for c in status.get("conditions") or [])
+        return any(
+            c.get("type") == "ConfigValid" and c.get("reason") in reasons for c in status.get("conditions") or []
+        )
 
     return refused
 
 
-@kopf.timer(GROUP, VERSION, PLURAL, interval=RETRY_SECONDS, initial_delay=RETRY_SECONDS, when=_refused(APPLY_REJECTED))
+@kopf.timer(GROUP, VERSION, PLURAL, interval=RETRY_SECONDS, initial_delay=RETRY_SECONDS, when=_refused(*REFUSED))
 def retry_rejected(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
-    """A child the API server refused may pass later (an admission policy or quota changed): try again."""
+    """A child the API server refused may pass later (an admission policy or quota changed), and a name
+    another object holds may be freed: try again."""
     on_spec(body=body, memo=memo, **kwargs)
 
 

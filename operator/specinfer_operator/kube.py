@@ -22,6 +22,10 @@ _PLURALS = {
 }
 
 
+def plural_of(kind: str) -> str:
+    return _PLURALS[kind]
+
+
 class Conflict(Exception):  # noqa: N818 (reads as "raise Conflict")
     """The object changed since it was read (HTTP 409)."""
 
@@ -94,8 +98,10 @@ class Kube:
         """PUT with the body's resourceVersion: Conflict if someone wrote in between."""
         self._call("PUT", f"{collection(api_version, plural, namespace)}/{name}", body)
 
-    def delete(self, api_version: str, plural: str, namespace: str | None, name: str) -> None:
-        self._call("DELETE", f"{collection(api_version, plural, namespace)}/{name}")
+    def delete(self, api_version: str, plural: str, namespace: str | None, name: str, uid: str | None = None) -> None:
+        """Delete; with `uid`, only the object of that uid (Conflict when the name now holds another)."""
+        body = {"preconditions": {"uid": uid}} if uid else None
+        self._call("DELETE", f"{collection(api_version, plural, namespace)}/{name}", body)
 
     def serves(self, api_version: str, plural: str) -> bool:
         """Whether the API server serves `plural` in `api_version` (discovery, which any user may read)."""

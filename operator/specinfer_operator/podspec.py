@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specinfer_operator.container import CONFIG_DIR, HF_HOME, ProbeTiming, ResourceSettings
-from specinfer_operator.podtemplate import PodMetadata, PodSpecOverlay, PodTemplate
+from specinfer_operator.podtemplate import Container, PodMetadata, PodSpecOverlay, PodTemplate
 from specinfer_operator.resource import SpeculativeInferenceSpec
 from specinfer_runtime.argv import vllm_argv
 from specinfer_runtime.engine import ENGINE_PORT, EngineSpec
@@ -37,6 +37,12 @@ INSTANCE_LABEL = "app.kubernetes.io/instance"  # the resource an engine pod is l
 # Tells a canary's pods from the stable ones (the Service selects both).
 TRACK_LABEL = "specinfer.io/track"
 TERMINATION_GRACE_SECONDS = 60
+# The engine needs no privilege: the Ascend device plugin hands it its NPUs. With these (and the pod's
+# RuntimeDefault seccomp profile) an engine pod passes Pod Security `baseline`, and `restricted` once it runs
+# as a user other than root (spec.podTemplate.spec.securityContext).
+NO_CAPABILITIES = {"capabilities": {"drop": ["ALL"]}}
+ENGINE_SECURITY = {"allowPrivilegeEscalation": False, "privileged": False, **NO_CAPABILITIES}
+POD_SECURITY = {"seccompProfile": {"type": "RuntimeDefault"}}
 # (periodSeconds, failureThreshold) of each probe when spec.probes leaves it unset.
 PROBE_DEFAULTS = {"startup": (10, 360), "readiness": (5, 3), "liveness": (15, 4)}
 PROBE_TIMEOUT_SECONDS = 5
@@ -176,9 +182,17 @@ def engine_container(
         "livenessProbe": _probe("liveness", probes.liveness if probes else None),
         "terminationMessagePath": "/dev/termination-log",
         "terminationMessagePolicy": "FallbackToLogsOnError",
-        "securityContext": {"allowPrivilegeEscalation": False, "privileged": False},
+        "securityContext": ENGINE_SECURITY,
     }
     return {k: v for k, v in container.items() if v != []}
+
+
+def sidecar(container: Container) -> dict[str, Any]:
+    """A sidecar or init container of the overlay: no capabilities, and no privilege escalation unless it
+    asks for it (which the tenant policy allows or refuses)."""
+    out = container.dump()
+    out["securityContext"] = {"allowPrivilegeEscalation": False, **out.get("securityContext", {}), **NO_CAPABILITIES}
+    return out
 
 
 def selector_labels(name: str) -> dict[str, str]:
@@ -215,11 +229,14 @@ def pod_template(
     pod: dict[str, Any] = {
         "containers": [
             engine_container(spec, engine, image, npu, models),
-            *(c.dump() for c in extra.containers or []),
+            *(sidecar(c) for c in extra.containers or []),
         ],
-        "initContainers": [c.dump() for c in extra.init_containers or []],
+        "initContainers": [sidecar(c) for c in extra.init_containers or []],
         "volumes": volumes,
         "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+        "securityContext": {**(extra.security_context.dump() if extra.security_context else {}), **POD_SECURITY},
+        # The engine talks to no API server: no token in its pods unless a service account is chosen for them.
+        "automountServiceAccountToken": None if extra.service_account_name else False,
         "serviceAccountName": extra.service_account_name,
         "runtimeClassName": extra.runtime_class_name,
         "nodeSelector": placement.node_selector,

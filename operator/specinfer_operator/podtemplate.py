@@ -206,6 +206,34 @@ class SecurityContext(Section):
     allow_privilege_escalation: bool | None = Field(default=None, description="Allow setuid and the like.")
 
 
+class PodSecurityContext(Section):
+    """Who the pod's containers run as (core/v1 PodSecurityContext, the unprivileged part). The operator
+    always adds seccompProfile RuntimeDefault; with runAsNonRoot and a runAsUser the engine pods pass Pod
+    Security `restricted`."""
+
+    run_as_user: int | None = Field(default=None, ge=0, le=INT_BOUND, description="User ID of every container.")
+    run_as_group: int | None = Field(default=None, ge=0, le=INT_BOUND, description="Group ID of every container.")
+    run_as_non_root: bool | None = Field(default=None, description="Refuse to start a container as root.")
+    fs_group: int | None = Field(default=None, ge=0, le=INT_BOUND, description="Group that owns the volumes.")
+    fs_group_change_policy: Literal["OnRootMismatch", "Always"] | None = Field(
+        default=None, description="When volume ownership is changed to fsGroup."
+    )
+    supplemental_groups: list[Annotated[int, Field(ge=0, le=INT_BOUND)]] | None = Field(
+        default=None,
+        max_length=32,
+        description="More groups of every container, e.g. the Ascend driver's HwHiAiUser group for its devices.",
+    )
+
+    cel_rules: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            id="kubernetes",
+            rule="!has(self.runAsNonRoot) || !self.runAsNonRoot || !has(self.runAsUser) || self.runAsUser != 0",
+            message="runAsNonRoot true with runAsUser 0 starts no container: set a runAsUser other than 0",
+            field_path=".runAsUser",
+        ),
+    )
+
+
 Strings = list[Annotated[str, Field(max_length=4096)]]
 
 
@@ -275,6 +303,9 @@ class PodSpecOverlay(Section):
         ge=0,
         le=INT_BOUND,
         description="Seconds a stopping engine gets to finish its requests; 60 when unset.",
+    )
+    security_context: PodSecurityContext | None = Field(
+        default=None, description="Who the containers run as; seccompProfile RuntimeDefault is always set."
     )
     volumes: list[Volume] | None = list_map("name", 16, "Volumes, for spec.runtime.volumeMounts and the sidecars.")
     containers: list[Container] | None = list_map("name", 4, "Sidecars beside the engine container.")

@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
@@ -19,8 +19,8 @@ from kubernetes.client.exceptions import ApiException
 from specinfer_operator import effective, metrics, strategy, workload
 from specinfer_operator.children import RenderDefaults, family_hash, label_selector, render
 from specinfer_operator.context import Context, desired_of, observe
-from specinfer_operator.kube import Kube
 from specinfer_operator.manifests import check
+from specinfer_operator.owned import Clash, Owned, own_history
 from specinfer_operator.podspec import selector_labels
 from specinfer_operator.resource import SpeculativeInference
 from specinfer_operator.status import Desired, Observed, Verdict, compute, transitions
@@ -182,20 +182,31 @@ def reconcile(body: dict[str, Any], ctx: Context, nodes: list[dict[str, Any]]) -
 # What the API server says when it refuses an object (invalid, forbidden by admission), as opposed to
 # conditions worth retrying: not found, conflicts, throttling.
 RETRIED = (404, 409, 429)
-# ConfigValid's reason then; handlers retry such a resource on a timer, as the cause may be outside it.
+# ConfigValid's reasons then; handlers retry such a resource on a timer, as the cause may be outside it.
 APPLY_REJECTED = "ApplyRejected"
+NAME_CONFLICT = "NameConflict"  # a child's name is held by an object this resource does not own
+REFUSED = (APPLY_REJECTED, NAME_CONFLICT)
 MESSAGE_LIMIT = 1000
 
 
-def apply_children(
-    kube: Kube, children: list[dict[str, Any]], appliers: ThreadPoolExecutor, dry_run: bool
-) -> tuple[list[dict[str, Any]], str | None]:
-    """Apply every child concurrently; what the API server returned, or why it (or an admission policy)
-    refused any of them. Conditions worth retrying (not found, conflicts, throttling) raise."""
+@dataclass(frozen=True)
+class Refusal:
+    reason: str  # APPLY_REJECTED or NAME_CONFLICT
+    message: str
 
-    def attempt(obj: dict[str, Any]) -> dict[str, Any] | str:
+
+def apply_children(
+    owned: Owned, children: list[dict[str, Any]], appliers: ThreadPoolExecutor, dry_run: bool, owner: str
+) -> tuple[list[dict[str, Any]], Refusal | None]:
+    """Apply every child of the resource with uid `owner` concurrently; what the API server returned, or why
+    any of them was refused (by the API server or an admission policy, or for a name another object holds).
+    Conditions worth retrying (not found, conflicts, throttling) raise."""
+
+    def attempt(obj: dict[str, Any]) -> dict[str, Any] | Refusal:
         try:
-            return kube.apply(obj, dry_run=dry_run)
+            return owned.apply(obj, owner, dry_run=dry_run)
+        except Clash as clash:
+            return Refusal(NAME_CONFLICT, str(clash))
         except ApiException as error:
             if not 400 <= (error.status or 0) < 500 or error.status in RETRIED:
                 raise
@@ -203,14 +214,19 @@ def apply_children(
                 said = str(json.loads(error.body or "{}").get("message") or error.body)
             except ValueError:
                 said = str(error.body)
-            return f"the API server refused the {obj['kind']} {obj['metadata']['name']}: {said}"[:MESSAGE_LIMIT]
+            message = f"the API server refused the {obj['kind']} {obj['metadata']['name']}: {said}"[:MESSAGE_LIMIT]
+            return Refusal(APPLY_REJECTED, message)
 
     results = list(appliers.map(attempt, children))
-    refused = [r for r in results if isinstance(r, str)]
-    return [r for r in results if isinstance(r, dict)], "; ".join(refused) or None
+    refused = [r for r in results if isinstance(r, Refusal)]
+    if not refused:
+        return [r for r in results if isinstance(r, dict)], None
+    reason = NAME_CONFLICT if any(r.reason == NAME_CONFLICT for r in refused) else APPLY_REJECTED
+    return [r for r in results if isinstance(r, dict)], Refusal(reason, "; ".join(r.message for r in refused))
 
 
 def _reconcile(body: dict[str, Any], ctx: Context, nodes: list[dict[str, Any]], namespace: str, name: str) -> str:
+    meta = body["metadata"]
     verdict, cr, desired = verdict_of(body, nodes, ctx.defaults, lambda: groups_problem(ctx))
     children = render(cr, ctx.defaults) if desired is not None and cr is not None else []
     previous = body.get("status") or {}
@@ -226,12 +242,15 @@ def _reconcile(body: dict[str, Any], ctx: Context, nodes: list[dict[str, Any]], 
     # A configuration already serves: a dry run of every child first, so that a refusal of any leaves
     # all of them as they are. Before the first apply nothing serves, and the round trip is saved.
     serving = bool(previous.get("configHash"))
-    refused = apply_children(ctx.kube, children, ctx.appliers, dry_run=True)[1] if children and serving else None
+    owner = str(meta.get("uid") or "")
+    refused = None
+    if children and serving:
+        refused = apply_children(ctx.owned, children, ctx.appliers, True, owner)[1]
     applied: list[dict[str, Any]] = []
-    if desired is not None and not refused:
-        applied, refused = apply_children(ctx.kube, children, ctx.appliers, dry_run=False)
-    if refused:
-        verdict, desired = Verdict(False, APPLY_REJECTED, refused, verdict.warnings), None
+    if desired is not None and refused is None:
+        applied, refused = apply_children(ctx.owned, children, ctx.appliers, False, owner)
+    if refused is not None:
+        verdict, desired = Verdict(False, refused.reason, refused.message, verdict.warnings), None
     deployments = [o for o in applied if workload.is_workload(o)]
     stable = workload.object_name(kind, name)
     deployment = next((o for o in deployments if o["metadata"]["name"] == stable), None)
@@ -241,18 +260,18 @@ def _reconcile(body: dict[str, Any], ctx: Context, nodes: list[dict[str, Any]], 
     if desired is not None and deployment is not None and strategy.starts_rollout(previous, desired):
         metrics.ROLLOUTS_STARTED.inc()
         # ConfigMaps of older configurations exist once one served, or a first apply was partly refused.
-        rejected = any(c.get("reason") == APPLY_REJECTED for c in previous.get("conditions") or [])
+        rejected = any(c.get("reason") in REFUSED for c in previous.get("conditions") or [])
         if serving or rejected:
-            prune_config_maps(ctx.kube, namespace, name, deployments, kind)
-    seen = replace(observe(ctx, namespace, name, kind, deployment), canary=canary)
+            prune_config_maps(ctx, body, deployments)
+    seen = replace(observe(ctx, body, kind, deployment), canary=canary)
     if cr is not None and desired is not None:
-        drop_unwanted(ctx.kube, body, previous, cr, kind, seen.pods)
+        drop_unwanted(ctx.owned, body, previous, cr, kind, seen.pods)
     publish(body, ctx, verdict, desired, seen, arrangement)
     return "applied" if verdict.valid else "refused"
 
 
 def drop_unwanted(
-    kube: Kube,
+    owned: Owned,
     body: dict[str, Any],
     previous: dict[str, Any],
     cr: SpeculativeInference,
@@ -262,28 +281,27 @@ def drop_unwanted(
     """Delete what a spec no longer asks for: the PodDisruptionBudget, and the workload of the other kind
     (whose pods still run) when parallelism.nodes went from one to several or back: those pods are replaced
     at once, not rolled. Only a spec change takes them away, so only a new generation costs the requests (a
-    missing one is no error)."""
+    missing one is no error). Only the resource's own are deleted (owned.py)."""
     meta = body["metadata"]
-    namespace, name = meta["namespace"], meta["name"]
+    namespace, name, owner = meta["namespace"], meta["name"], str(meta.get("uid") or "")
     if previous.get("observedGeneration") == meta.get("generation"):
         return
     if cr.spec.disruption_budget is None:
-        kube.delete("policy/v1", "poddisruptionbudgets", namespace, name)
+        owned.delete("policy/v1", "PodDisruptionBudget", namespace, name, owner)
     other = next(k for k in workload.KINDS if k != kind)
     if any(workload.kind_of_pod(pod) == other for pod in pods):
         stable = workload.object_name(other, name)
         for each in (stable, f"{stable}-canary"):
-            kube.delete(other.api_version, other.plural, namespace, each)
+            owned.delete(other.api_version, other.kind, namespace, each, owner)
 
 
-def prune_config_maps(
-    kube: Kube, namespace: str, name: str, deployments: list[dict[str, Any]], kind: workload.Kind
-) -> None:
-    """Delete engine ConfigMaps that neither the workloads (stable, canary) nor their history (ReplicaSets,
-    a LeaderWorkerSet's revisions) mount (rollbacks keep theirs)."""
+def prune_config_maps(ctx: Context, body: dict[str, Any], deployments: list[dict[str, Any]]) -> None:
+    """Delete the resource's own engine ConfigMaps that neither the workloads (stable, canary) nor their
+    history (ReplicaSets, a LeaderWorkerSet's revisions) mount (rollbacks keep theirs)."""
+    meta = body["metadata"]
+    namespace, name, owner = meta["namespace"], meta["name"], str(meta.get("uid") or "")
     selector = label_selector(selector_labels(name))
-    api_version, plural, query = workload.history_query(kind, name, selector)
-    history = workload.history_entries(kind, kube.list(api_version, plural, namespace, query))
+    history = [entry for d in deployments for entry in own_history(ctx.kube, d)]
     in_use = {
         volume["configMap"]["name"]
         for owner in [*history, *deployments]
@@ -291,7 +309,7 @@ def prune_config_maps(
         for volume in (template.get("spec") or {}).get("volumes", [])
         if "configMap" in volume
     }
-    for config_map in kube.list("v1", "configmaps", namespace, selector):
+    for config_map in ctx.kube.list("v1", "configmaps", namespace, selector):
         config_name = config_map["metadata"]["name"]
         if config_name.startswith(f"{name}-engine-") and config_name not in in_use:
-            kube.delete("v1", "configmaps", namespace, config_name)
+            ctx.owned.delete("v1", "ConfigMap", namespace, config_name, owner, live=config_map)

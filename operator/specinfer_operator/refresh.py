@@ -17,7 +17,8 @@ from specinfer_operator import effective, strategy, workload
 from specinfer_operator.children import family_hash, render
 from specinfer_operator.context import Context, desired_of, observe
 from specinfer_operator.manifests import check
-from specinfer_operator.reconcile import GROUPS_MISSING, groups_problem, publish
+from specinfer_operator.owned import Clash
+from specinfer_operator.reconcile import GROUPS_MISSING, NAME_CONFLICT, groups_problem, publish
 from specinfer_operator.status import Verdict
 
 log = logging.getLogger(__name__)
@@ -76,7 +77,7 @@ def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> N
     if not accepted or config is None:
         return  # reconcile has not handled this generation yet; it will publish the status
     kind = workload.kind_of_spec(body.get("spec"))
-    observed = observe(ctx, namespace, name, kind)
+    observed = observe(ctx, body, kind)
     missing = groups_problem(ctx) if kind == workload.LEADER_WORKER_SET and config["status"] == "True" else None
     if config["status"] != "True" or missing:  # LeaderWorkerSet uninstalled: retried until it is back
         reason, message = (GROUPS_MISSING, missing) if missing else (config.get("reason", "InvalidSpec"), "")
@@ -100,8 +101,12 @@ def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> N
         for deployment, live in ((arrangement.deployment, observed.deployment), (arrangement.canary, observed.canary)):
             if deployment is not None and (live is None or drifted(deployment["spec"], live.get("spec"))):
                 log.info("correcting drift of %s %s/%s", deployment["kind"], namespace, deployment["metadata"]["name"])
-                ctx.kube.apply(deployment)
+                ctx.owned.apply(deployment, str(body["metadata"].get("uid") or ""))
         strategy.carry_out(ctx, body, arrangement, observed)
+    except Clash as clash:  # another object took the name since reconcile applied it: left alone, and said
+        verdict = Verdict(False, NAME_CONFLICT, str(clash), warnings)
+        publish(body, ctx, verdict, None, observed)
+        return
     except ApiException as error:
         if error.status == 403 and "NamespaceTerminating" in str(error.body):
             return  # its namespace is going, and the resource with it

@@ -15,12 +15,15 @@ from typing import Any
 
 from specinfer_operator import workload
 from specinfer_operator.podspec import CONFIG_HASH_ANNOTATION
-from specinfer_operator.status import Desired, Health, Observed, pod_problem
+from specinfer_operator.status import FAILED_CREATE, Desired, Health, Observed, pod_problem
 
 # Pod states that a configuration, not the cluster, is to blame for, once the kubelet has retried:
 # ErrImagePull (a first failed pull, perhaps a registry hiccup) and Unschedulable (capacity may come) are not
 # among them; a rollout that never gets past them misses the deadline instead.
 FAILURES = ("CrashLoopBackOff", "ImagePullBackOff", "CreateContainerConfigError", "ProgressDeadlineExceeded")
+# A refusal of the pods that the configuration is to blame for: the namespace's Pod Security level or an
+# admission policy refusing its pod template (a quota refusing it is the cluster's state: it may pass).
+REFUSED_BY_ADMISSION = ("violates PodSecurity", "denied")
 
 
 def in_force(previous: dict[str, Any], generation: int, config_hash: str) -> dict[str, Any] | None:
@@ -37,6 +40,8 @@ def failure(desired: Desired, observed: Observed, state: Health) -> tuple[str, s
     pods of the previous configuration are not its doing."""
     if state.reason == "ProgressDeadlineExceeded":
         return state.reason, state.message or "the rollout made no progress within progressDeadlineSeconds"
+    if state.reason == FAILED_CREATE and any(words in state.message for words in REFUSED_BY_ADMISSION):
+        return state.reason, state.message
     own = [p for p in observed.pods if _hash(p.get("metadata")) == desired.config_hash]
     problem = pod_problem(own, desired)
     return problem if problem is not None and problem[0] in FAILURES else None

@@ -25,6 +25,7 @@ MEASURED_CONDITION = "LowAcceptance"
 KSTATUS_MIRRORS = {"Reconciling": "Progressing", "Stalled": "Degraded"}
 
 NOT_READY_WAITING = ("CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError")
+FAILED_CREATE = "FailedCreate"  # the Deployment's ReplicaFailure: its ReplicaSet's pods were refused
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,11 @@ def health(desired: Desired, observed: Observed) -> Health:
     progress = _deployment_condition(deployment, "Progressing")
     if progress.get("reason") == "ProgressDeadlineExceeded" and not rolled_out:
         return Health(False, False, "ProgressDeadlineExceeded", str(progress.get("message", "")), degraded=True)
+    refused = _deployment_condition(deployment, "ReplicaFailure")
+    if refused.get("status") == "True" and not rolled_out:
+        # The API server refused the pods themselves (Pod Security, an admission policy, a quota): its words.
+        said = redact(" ".join(str(refused.get("message", "")).split()))
+        return Health(False, False, FAILED_CREATE, f"the ReplicaSet cannot create pods: {said}", degraded=True)
     problem = pod_problem(observed.pods, desired)
     if rolled_out:
         if want == 0:

@@ -12,12 +12,10 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
 from specinfer_operator import canary, metrics, rollout, workload
-from specinfer_operator.children import label_selector
 from specinfer_operator.context import Context, observe
-from specinfer_operator.podspec import selector_labels
+from specinfer_operator.owned import own_history
+from specinfer_operator.ownership import controlled_by
 from specinfer_operator.resource import SpeculativeInference
 from specinfer_operator.status import CANARY, PROMOTING, Desired, Observed, health
 
@@ -71,9 +69,9 @@ def arrange(
         return Arrangement(wanted, None, None, None), observed
     kind = workload.kind_of(wanted)
     if observed is None:
-        observed = observe(ctx, namespace, name, kind)
+        observed = observe(ctx, body, kind)
     live = ctx.kube.get(kind.api_version, kind.plural, namespace, canary.name_of(workload.object_name(kind, name)))
-    observed = replace(observed, canary=live)
+    observed = replace(observed, canary=live if controlled_by(live, body["metadata"].get("uid")) else None)
     rollback, decided, action = rollout.in_force(previous, generation, desired.config_hash), None, None
     if rollback is None and canary.wanted(cr, desired.config_hash, previous):
         result = _canary(ctx, body, cr, desired, wanted, observed, previous)
@@ -164,19 +162,18 @@ def restore(
     live: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """`wanted` with the last good configuration's pod templates: from the live workload when it runs them
-    already (no read), else from its history (ReplicaSets, or a LeaderWorkerSet's revisions); None without."""
+    already (no read), else from its own history (ReplicaSets, or a LeaderWorkerSet's revisions); None
+    without."""
     good = ((previous.get("rollout") or {}).get("lastGood") or {}).get("configHash")
     if not good:
         return None
     back = rollout.restored(wanted, [live] if live is not None else [], str(good))
     if back is not None:
         return back
-    kind = workload.kind_of(wanted)
-    api_version, plural, selector = workload.history_query(kind, name, label_selector(selector_labels(name)))
-    history = workload.history_entries(kind, ctx.kube.list(api_version, plural, namespace, selector))
+    history = own_history(ctx.kube, live) if live is not None else []
     back = rollout.restored(wanted, history, str(good))
     if back is None:
-        log.warning("cannot roll %s/%s back: no earlier %s keeps configuration %s", namespace, name, plural, good)
+        log.warning("cannot roll %s/%s back: no earlier pod template keeps configuration %s", namespace, name, good)
     return back
 
 
@@ -188,11 +185,7 @@ def carry_out(ctx: Context, body: dict[str, Any], arrangement: Arrangement, obse
     live = observed.canary if observed is not None else None
     if arrangement.canary is None and live is not None and not live["metadata"].get("deletionTimestamp"):
         kind = workload.kind_of(live)
-        try:
-            ctx.kube.delete(kind.api_version, kind.plural, namespace, live["metadata"]["name"])
-        except ApiException as error:
-            if error.status != 404:
-                raise
+        ctx.owned.delete(kind.api_version, kind.kind, namespace, live["metadata"]["name"], meta.get("uid", ""), live)
     if arrangement.decided and arrangement.rollback is not None:
         metrics.ROLLBACKS.labels(reason=arrangement.decided).inc()
     action = pending_action(body)

@@ -121,11 +121,13 @@ def with_templates_of(wanted: dict[str, Any], source: dict[str, Any]) -> dict[st
     return out
 
 
-def history_query(kind: Kind, name: str, selector: str) -> tuple[str, str, str]:
-    """(api version, plural, label selector) of the objects that keep `kind`'s earlier pod templates."""
-    if kind == LEADER_WORKER_SET:
-        return "apps/v1", "controllerrevisions", f"{SET_LABEL}={object_name(kind, name)}"
-    return "apps/v1", "replicasets", selector
+def history_query(obj: dict[str, Any]) -> tuple[str, str, str]:
+    """(api version, plural, label selector) of the objects that keep the workload `obj`'s earlier pod
+    templates; its own among them are those it controls."""
+    if obj.get("kind") == LWS_KIND:
+        return "apps/v1", "controllerrevisions", f"{SET_LABEL}={obj['metadata']['name']}"
+    labels = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    return "apps/v1", "replicasets", ",".join(f"{k}={v}" for k, v in labels.items())
 
 
 def history_entries(kind: Kind, items: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -187,7 +187,7 @@ def test_leaderworkerset_rbac_only_when_enabled(cluster: Cluster, namespace: str
             if obj["kind"] in ("Role", "ClusterRole")
             for rule in obj.get("rules", [])
             for resource in rule["resources"]
-            if resource in ("leaderworkersets", "controllerrevisions")
+            if resource in ("leaderworkersets", "controllerrevisions", "statefulsets")
         }
 
     def flag(values: list[str]) -> str:
@@ -201,6 +201,7 @@ def test_leaderworkerset_rbac_only_when_enabled(cluster: Cluster, namespace: str
     assert grants(enabled) == {
         ("ClusterRole", "leaderworkersets", ("get", "create", "patch", "delete")),
         ("ClusterRole", "controllerrevisions", ("list",)),
+        ("ClusterRole", "statefulsets", ("get",)),
     }
     assert flag(enabled) == "true"
 

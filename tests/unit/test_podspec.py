@@ -46,7 +46,10 @@ def test_the_overlay_is_merged_and_the_operators_fields_win() -> None:
     assert meta["annotations"]["prometheus.io/scrape"] == "true"
     assert meta["annotations"]["specinfer.io/config-hash"] == config_hash(cr(spec), RenderDefaults())
     assert [c["name"] for c in pod["containers"]] == ["engine", "shipper"]
-    assert pod["initContainers"] == [{"name": "warm", "image": "busybox:1.36", "restartPolicy": "Always"}]
+    locked = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    assert pod["initContainers"] == [
+        {"name": "warm", "image": "busybox:1.36", "restartPolicy": "Always", "securityContext": locked}
+    ]
     assert [v["name"] for v in pod["volumes"]] == ["engine-config", "shm", "hf-cache", "driver"]
     mounts = pod["containers"][0]["volumeMounts"]
     assert [m["mountPath"] for m in mounts] == ["/etc/specinfer", "/dev/shm", "/var/cache/huggingface", "/drv"]
@@ -59,6 +62,7 @@ def test_without_an_overlay_the_pod_is_as_before() -> None:
     assert pod["terminationGracePeriodSeconds"] == 60
     assert "initContainers" not in pod
     assert "serviceAccountName" not in pod
+    assert pod["automountServiceAccountToken"] is False  # the engine calls no API: no token in its pods
     assert [c["name"] for c in pod["containers"]] == ["engine"]
     assert set(template(BASE)["metadata"]["annotations"]) == {"specinfer.io/config-hash"}
 
@@ -154,3 +158,32 @@ def test_overlay_keys_the_operator_sets_are_warned_about() -> None:
     assert "spec.podTemplate.metadata.labels.app.kubernetes.io/instance" in paths
     assert "spec.podTemplate.metadata.annotations.specinfer.io/config-hash" in paths
     assert not any("volcano" in p for p in paths)
+
+
+def test_every_container_drops_its_capabilities_and_cannot_escalate() -> None:
+    """What Pod Security `baseline` and `restricted` ask of each container, and of the pod."""
+    spec = {**BASE, "podTemplate": OVERLAY}
+    pod = template(spec)["spec"]
+    assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    for container in pod["containers"] + pod["initContainers"]:
+        context = container["securityContext"]
+        assert context["capabilities"] == {"drop": ["ALL"]}, container["name"]
+        assert context["allowPrivilegeEscalation"] is False, container["name"]
+    assert pod["containers"][0]["securityContext"]["privileged"] is False
+    assert "automountServiceAccountToken" not in pod  # a service account chosen: its token is wanted
+
+
+def test_the_pod_security_context_runs_every_container_as_the_user_given() -> None:
+    context = {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "supplementalGroups": [1001]}
+    spec = {**BASE, "podTemplate": {"spec": {"securityContext": context}}}
+    assert template(spec)["spec"]["securityContext"] == {**context, "seccompProfile": {"type": "RuntimeDefault"}}
+    escalating = {"name": "s", "image": "busybox:1.36", "securityContext": {"allowPrivilegeEscalation": True}}
+    sidecar = template({**BASE, "podTemplate": {"spec": {"containers": [escalating]}}})["spec"]["containers"][1]
+    assert sidecar["securityContext"]["allowPrivilegeEscalation"] is True  # the tenant policy decides
+
+
+def test_run_as_non_root_with_user_zero_is_refused() -> None:
+    context = {"runAsNonRoot": True, "runAsUser": 0}
+    report = check({"apiVersion": "specinfer.io/v1alpha1", "kind": "SpeculativeInference", "metadata": {"name": "a"},
+                    "spec": {**BASE, "podTemplate": {"spec": {"securityContext": context}}}})  # fmt: skip
+    assert [p.path for p in report.errors] == ["spec.podTemplate.spec.securityContext.runAsUser"]

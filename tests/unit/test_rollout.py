@@ -148,3 +148,26 @@ def test_the_status_of_a_rolled_back_resource_describes_what_serves() -> None:
     retried = compute(5, Verdict(True), DESIRED, Observed(deployment("good"), []), served, LATER)
     assert "rolledBack" not in retried["rollout"]
     assert retried["configHash"] == DESIRED.config_hash
+
+
+def refused_by(message: str) -> Observed:
+    """A rollout whose new ReplicaSet's pods the API server refuses (the Deployment's ReplicaFailure)."""
+    live = deployment(DESIRED.config_hash, ready=0, updated=0)
+    live["status"]["conditions"] = [
+        {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate", "message": message}
+    ]
+    return Observed(live, [])
+
+
+def test_pods_that_pod_security_refuses_are_the_configurations_failure_in_the_api_servers_words() -> None:
+    words = (
+        'pods "demo-6d8f-x2" is forbidden: violates PodSecurity "baseline:latest": hostPath volumes (volume "driver")'
+    )
+    refused = refused_by(words)
+    state = health(DESIRED, refused)
+    assert (state.reason, state.degraded) == ("FailedCreate", True)
+    assert state.message == f"the ReplicaSet cannot create pods: {words}"
+    assert rollout.failure(DESIRED, refused, state) == ("FailedCreate", state.message)
+    # A quota may free up: no rollback for it, only Degraded.
+    quota = refused_by('pods "demo-6d8f-x2" is forbidden: exceeded quota: npus, requested: huawei.com/Ascend910=8')
+    assert rollout.failure(DESIRED, quota, health(DESIRED, quota)) is None

@@ -116,8 +116,13 @@ def test_a_groups_canary_and_rollback() -> None:
     assert back["spec"]["leaderWorkerTemplate"] == good  # without the patch directive
     assert back["metadata"] == lws["metadata"]
     assert rollout.restored(lws, history, "other") is None
-    query = workload.history_query(workload.LEADER_WORKER_SET, "dsv3", "unused")
-    assert query == ("apps/v1", "controllerrevisions", "leaderworkerset.sigs.k8s.io/name=dsv3-group")
+    assert workload.history_query(lws) == (
+        "apps/v1",
+        "controllerrevisions",
+        "leaderworkerset.sigs.k8s.io/name=dsv3-group",
+    )
+    deployment = {"kind": "Deployment", "metadata": {"name": "d"}, "spec": {"selector": {"matchLabels": {"a": "b"}}}}
+    assert workload.history_query(deployment) == ("apps/v1", "replicasets", "a=b")
 
 
 def test_capacity_counts_the_nodes_a_group_needs() -> None:

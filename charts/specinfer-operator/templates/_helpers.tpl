@@ -48,14 +48,18 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["create", "patch"]
+  # get: a child is applied over only when this resource controls it (another team's Service of the same
+  # name is left alone).
+  verbs: ["get", "create", "patch"]
 - apiGroups: [""]
   resources: ["configmaps"]
   # delete: engine configs of configurations no ReplicaSet uses any more.
-  verbs: ["list", "create", "patch", "delete"]
+  verbs: ["get", "list", "create", "patch", "delete"]
 - apiGroups: ["apps"]
   resources: ["replicasets"]
-  verbs: ["list"]
+  # list: the history a rollback restores from; get: a pod is scraped only when its ReplicaSet is the
+  # resource's own.
+  verbs: ["get", "list"]
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list", "watch"]
@@ -65,7 +69,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   # spec.disruptionBudget: applied like the other children, deleted when the spec drops it.
-  verbs: ["create", "patch", "delete"]
+  verbs: ["get", "create", "patch", "delete"]
 {{- if .Values.leaderWorkerSet.enabled }}
 - apiGroups: ["leaderworkerset.x-k8s.io"]
   resources: ["leaderworkersets"]
@@ -76,6 +80,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   resources: ["controllerrevisions"]
   # A LeaderWorkerSet's history, which rollbacks restore from and engine configs are kept for.
   verbs: ["list"]
+- apiGroups: ["apps"]
+  resources: ["statefulsets"]
+  # A group's leader is scraped only when its StatefulSet is the resource's LeaderWorkerSet's.
+  verbs: ["get"]
 {{- end }}
 {{- end }}
 
