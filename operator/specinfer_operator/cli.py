@@ -17,7 +17,9 @@ import yaml
 from specinfer_operator import __version__, tune
 from specinfer_operator.children import DEFAULT_NPU_RESOURCE, DEFAULT_RUNTIME_IMAGE, RenderDefaults, render
 from specinfer_operator.crd import crd_yaml, editor_schema
-from specinfer_operator.manifests import Document, Item, LoadFailure, Skipped, check, load
+from specinfer_operator.kubeyaml import ManifestError
+from specinfer_operator.manifests import Document, Item, LoadFailure, Skipped, check, load, load_policy
+from specinfer_operator.policy import TenantPolicySpec
 from specinfer_operator.resource import SpeculativeInference
 from specinfer_runtime.validation import Problem, Report
 
@@ -80,6 +82,11 @@ def _tally(item: Item, tally: Tally, err: TextIO, verbose: bool) -> Document | N
 def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     results: list[dict[str, Any]] = []
     tally = Tally()
+    try:
+        policy = load_policy(args.policy) if args.policy else TenantPolicySpec()
+    except ManifestError as error:
+        print(f"specinfer validate: --policy {error}", file=err)
+        return EXIT_UNREADABLE
     for item in load(args.paths):
         if isinstance(item, LoadFailure):
             results.append({"file": item.source, "error": item.reason})
@@ -88,7 +95,7 @@ def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         doc = _tally(item, tally, err if args.output == "text" else io.StringIO(), args.verbose)
         if doc is None:
             continue
-        report = check(doc.data)
+        report = check(doc.data, policy)
         tally.invalid += not report.ok
         warnings = _warnings(doc, report)
         results.append(
@@ -176,6 +183,12 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("-o", "--output", choices=("text", "json"), default="text")
     v.add_argument("-q", "--quiet", action="store_true", help="no summary line")
     v.add_argument("-v", "--verbose", action="store_true", help="name each file or document skipped, and why")
+    v.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="a SpeculativeInferencePolicy manifest (the tenant policy the chart installs) to check the resources "
+        "against; its built-in defaults when not given",
+    )
     v.set_defaults(func=cmd_validate)
 
     r = sub.add_parser(

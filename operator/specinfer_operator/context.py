@@ -3,12 +3,16 @@ what runs (the Deployment and its pods)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
 
 from specinfer_operator.children import (
     RenderDefaults,
@@ -21,12 +25,15 @@ from specinfer_operator.kube import Kube
 from specinfer_operator.owned import Owned
 from specinfer_operator.ownership import controlled_by
 from specinfer_operator.podspec import selector_labels
-from specinfer_operator.resource import SpeculativeInference
+from specinfer_operator.policy import POLICY_PLURAL, SpeculativeInferencePolicy, TenantPolicySpec
+from specinfer_operator.resource import GROUP, VERSION, SpeculativeInference
 from specinfer_operator.status import Desired, Observed
 from specinfer_operator.timestamps import utc_now
 from specinfer_operator.workload import LEADER_WORKER_SET, Kind, object_name
 
 GROUPS_RECHECK_SECONDS = 10
+POLICY_RECHECK_SECONDS = 10  # the tenant policy is read again after this long: the platform team may change it
+log = logging.getLogger(__name__)
 
 
 class EventSink(Protocol):
@@ -54,9 +61,36 @@ class Context:
     groups_enabled: bool = True
     _groups_served: tuple[bool, float] | None = None  # whether the API serves LeaderWorkerSets, and when asked
     owned: Owned = field(init=False)  # writes to children, only where they are the resource's own
+    # The SpeculativeInferencePolicy to enforce (--tenant-policy); its built-in defaults without one.
+    policy_name: str = ""
+    _policy: tuple[TenantPolicySpec, float] | None = None
 
     def __post_init__(self) -> None:
         self.owned = Owned(self.kube)
+
+    def tenant_policy(self) -> TenantPolicySpec:
+        """The tenant policy in force: the named SpeculativeInferencePolicy as last read (again every
+        POLICY_RECHECK_SECONDS), the built-in defaults while there is none to read."""
+        with self._guard:
+            known = self._policy
+        if known is not None and time.monotonic() - known[1] < POLICY_RECHECK_SECONDS:
+            return known[0]
+        found = known[0] if known is not None else TenantPolicySpec()
+        if self.policy_name:
+            try:
+                body = self.kube.get(f"{GROUP}/{VERSION}", POLICY_PLURAL, None, self.policy_name)
+                if body is None:
+                    log.warning(
+                        "SpeculativeInferencePolicy %s not found: its built-in defaults apply", self.policy_name
+                    )
+                    found = TenantPolicySpec()
+                else:
+                    found = SpeculativeInferencePolicy.model_validate(body).spec
+            except (ApiException, ValidationError) as error:  # the last policy read stays in force
+                log.warning("cannot read SpeculativeInferencePolicy %s: %s", self.policy_name, error)
+        with self._guard:
+            self._policy = (found, time.monotonic())
+        return found
 
     def groups_served(self) -> bool:
         """Whether the API server serves LeaderWorkerSets: asked again after a while, since it may be

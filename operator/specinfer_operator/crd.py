@@ -6,16 +6,18 @@ from typing import Any
 
 import yaml
 
+from specinfer_operator.policy import POLICY_KIND, POLICY_PLURAL, POLICY_RULES, SpeculativeInferencePolicy
 from specinfer_operator.resource import (
     API_VERSION,
     GROUP,
     KIND,
     PLURAL,
     SHORT_NAMES,
-    SINGULAR,
     VERSION,
     SpeculativeInference,
 )
+from specinfer_runtime.base import Section
+from specinfer_runtime.celrules import Rule
 
 PRINTER_COLUMNS = [
     {"name": "Method", "type": "string", "jsonPath": ".spec.speculative.method"},
@@ -86,57 +88,73 @@ def _structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def openapi_schema() -> dict[str, Any]:
-    """The openAPIV3Schema of the CRD."""
-    raw = SpeculativeInference.model_json_schema(by_alias=True, mode="validation")
+def openapi_schema(model: type[Section] = SpeculativeInference) -> dict[str, Any]:
+    """The openAPIV3Schema of a kind's CRD."""
+    raw = model.model_json_schema(by_alias=True, mode="validation")
     defs = raw.get("$defs", {})
     schema = _structural(raw, defs)
+    kind = model.model_fields["kind"].description
     schema["properties"]["apiVersion"] = {"type": "string", "description": "APIVersion: " + API_VERSION}
-    schema["properties"]["kind"] = {"type": "string", "description": "Kind: " + KIND}
+    schema["properties"]["kind"] = {"type": "string", "description": f"Kind: {kind}"}
     schema["properties"]["metadata"] = {"type": "object"}
     schema["required"] = ["spec"]
     return schema
 
 
-def crd() -> dict[str, Any]:
-    """The CustomResourceDefinition object."""
+LABELS = {"app.kubernetes.io/name": "specinfer", "app.kubernetes.io/component": "crd"}
+
+
+def _definition(
+    model: type[Section], plural: str, scope: str, short_names: list[str], version: dict[str, Any]
+) -> dict[str, Any]:
+    kind = str(model.model_fields["kind"].description)
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {
-            "name": f"{PLURAL}.{GROUP}",
-            "labels": {"app.kubernetes.io/name": "specinfer", "app.kubernetes.io/component": "crd"},
-        },
+        "metadata": {"name": f"{plural}.{GROUP}", "labels": LABELS},
         "spec": {
             "group": GROUP,
-            "scope": "Namespaced",
+            "scope": scope,
             "names": {
-                "kind": KIND,
-                "listKind": f"{KIND}List",
-                "plural": PLURAL,
-                "singular": SINGULAR,
-                "shortNames": list(SHORT_NAMES),
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": kind.lower(),
+                "shortNames": short_names,
                 "categories": ["specinfer"],
             },
             "versions": [
-                {
-                    "name": VERSION,
-                    "served": True,
-                    "storage": True,
-                    "schema": {"openAPIV3Schema": openapi_schema()},
-                    "subresources": {
-                        "status": {},
-                        "scale": {
-                            "specReplicasPath": ".spec.replicas",
-                            "statusReplicasPath": ".status.replicas",
-                            "labelSelectorPath": ".status.selector",
-                        },
-                    },
-                    "additionalPrinterColumns": PRINTER_COLUMNS,
-                }
+                {"name": VERSION, "served": True, "storage": True, "schema": {"openAPIV3Schema": openapi_schema(model)}}
+                | version
             ],
         },
     }
+
+
+def crd() -> dict[str, Any]:
+    """The CustomResourceDefinition of SpeculativeInference."""
+    return _definition(
+        SpeculativeInference,
+        PLURAL,
+        "Namespaced",
+        list(SHORT_NAMES),
+        {
+            "subresources": {
+                "status": {},
+                "scale": {
+                    "specReplicasPath": ".spec.replicas",
+                    "statusReplicasPath": ".status.replicas",
+                    "labelSelectorPath": ".status.selector",
+                },
+            },
+            "additionalPrinterColumns": PRINTER_COLUMNS,
+        },
+    )
+
+
+def policy_crd() -> dict[str, Any]:
+    """The CustomResourceDefinition of SpeculativeInferencePolicy (cluster-scoped): the tenant policy."""
+    return _definition(SpeculativeInferencePolicy, POLICY_PLURAL, "Cluster", ["specinferpolicy"], {})
 
 
 def admission_policy() -> list[dict[str, Any]]:
@@ -147,11 +165,32 @@ def admission_policy() -> list[dict[str, Any]]:
     looks at creates and at updates that change the spec, so that metadata updates of an object
     admitted before the policy existed still go through."""
     name = f"{PLURAL}.{GROUP}"
-    labels = {"app.kubernetes.io/name": "specinfer", "app.kubernetes.io/component": "crd"}
-    policy = {
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name, "labels": LABELS},
+        "spec": {"policyName": name, "validationActions": ["Deny"]},
+    }
+    return [_validating_policy(name, SpeculativeInference.admission_rules), binding]
+
+
+TENANT_POLICY = f"{PLURAL}.{GROUP}-tenant"
+
+
+def tenant_admission_policy() -> dict[str, Any]:
+    """The ValidatingAdmissionPolicy of the tenant policy (policy.py), its SpeculativeInferencePolicy a
+    parameter. It does nothing until bound: the chart binds it to the policy object it installs."""
+    paramed = _validating_policy(TENANT_POLICY, POLICY_RULES)
+    paramed["spec"]["paramKind"] = {"apiVersion": API_VERSION, "kind": POLICY_KIND}
+    return paramed
+
+
+def _validating_policy(name: str, rules: tuple[Rule, ...]) -> dict[str, Any]:
+    """A policy checking creates of SpeculativeInferences and the updates that change their spec."""
+    return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": name, "labels": labels},
+        "metadata": {"name": name, "labels": LABELS},
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": {
@@ -167,24 +206,19 @@ def admission_policy() -> list[dict[str, Any]]:
             "matchConditions": [
                 {"name": "spec-changed", "expression": "oldObject == null || object.spec != oldObject.spec"}
             ],
-            "validations": [rule.to_policy() for rule in SpeculativeInference.admission_rules],
+            "validations": [rule.to_policy() for rule in rules],
         },
     }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {"policyName": name, "validationActions": ["Deny"]},
-    }
-    return [policy, binding]
 
 
 HEADER = "# Generated by `specinfer crd` from the API models; do not edit.\n"
 
 
 def crd_yaml() -> str:
-    """The CRD, then the admission policy that completes its validation: `kubectl apply -f crds/` takes both."""
-    return HEADER + yaml.safe_dump_all([crd(), *admission_policy()], sort_keys=True, width=120, allow_unicode=True)
+    """The CRDs, then the admission policies that complete their validation: `kubectl apply -f crds/` takes
+    them all."""
+    documents = [crd(), policy_crd(), *admission_policy(), tenant_admission_policy()]
+    return HEADER + yaml.safe_dump_all(documents, sort_keys=True, width=120, allow_unicode=True)
 
 
 def editor_schema() -> dict[str, Any]:

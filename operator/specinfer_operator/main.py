@@ -105,7 +105,13 @@ def run(settings: Settings) -> None:
 
         elector.keep(lost=step_down)
     defaults = RenderDefaults(settings.runtime_image, settings.npu_resource_name)
-    ctx = Context(kube, defaults, event_poster(kube, utc_now), groups_enabled=settings.leader_worker_set)
+    ctx = Context(
+        kube,
+        defaults,
+        event_poster(kube, utc_now),
+        groups_enabled=settings.leader_worker_set,
+        policy_name=settings.tenant_policy,
+    )
     telemetry = Telemetry(kube, ctx.lock, settings.scrape, ctx.now)
 
     def refresh_status(key: tuple[str, str]) -> None:

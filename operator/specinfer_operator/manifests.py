@@ -19,6 +19,7 @@ from typing import Any, BinaryIO
 
 from specinfer_operator.kubeyaml import MAX_BYTES, ManifestError, Parsed, documents
 from specinfer_operator.podspec import overridden
+from specinfer_operator.policy import POLICY_KIND, SpeculativeInferencePolicy, TenantPolicySpec, policy_problems
 from specinfer_operator.resource import API_VERSION, GROUP, KIND, SpeculativeInference
 from specinfer_runtime.advisories import advise
 from specinfer_runtime.validation import Problem, Report, validate
@@ -218,6 +219,8 @@ def not_ours(data: Any) -> str | None:
     if not isinstance(data, dict):
         return f"a {type(data).__name__}, not an object"
     api_version, kind = str(data.get("apiVersion", "")), data.get("kind")
+    if kind == POLICY_KIND:
+        return "a SpeculativeInferencePolicy (give it with --policy to check the resources against it)"
     if kind == KIND or api_version.split("/")[0] == GROUP:
         return None
     if kind is None and not api_version and isinstance(data.get("spec"), dict) and "speculative" in data["spec"]:
@@ -238,9 +241,33 @@ def identity_problems(data: Any) -> list[Problem]:
     return problems
 
 
-def check(data: Any) -> Report[SpeculativeInference]:
-    """Everything `kubectl apply` and the operator would say about one SpeculativeInference."""
+def check(data: Any, policy: TenantPolicySpec | None = None) -> Report[SpeculativeInference]:
+    """Everything `kubectl apply` and the operator would say about one SpeculativeInference; with a tenant
+    policy, what it refuses too (the schema and the resource's own rules first, as admission runs them)."""
     problems = identity_problems(data)
     if problems:
         return Report(errors=problems)
-    return validate(SpeculativeInference, data, advise=lambda cr: advise(cr.spec) + overridden(cr.spec.pod_template))
+    report = validate(SpeculativeInference, data, advise=lambda cr: advise(cr.spec) + overridden(cr.spec.pod_template))
+    if policy is None or report.value is None:
+        return report
+    refused = policy_problems(report.value.dump(), policy)
+    return Report(errors=refused, warnings=report.warnings) if refused else report
+
+
+def load_policy(path: str) -> TenantPolicySpec:
+    """The tenant policy in a SpeculativeInferencePolicy manifest (as the chart renders it, or `kubectl get
+    specinferpolicy NAME -o yaml` prints it); ManifestError, in one line, for anything else."""
+    try:
+        with open_regular(path) as stream:
+            text = read_limited(stream)
+    except OSError as error:
+        raise ManifestError(f"{path}: cannot read: {error.strerror or error}") from error
+    except ManifestError as error:
+        raise ManifestError(f"{path}: {error}") from error
+    found = [d.data for d in documents(text) if d.data is not None]
+    if len(found) != 1 or not isinstance(found[0], dict) or found[0].get("kind") != POLICY_KIND:
+        raise ManifestError(f"{path}: not one policy manifest (kind {POLICY_KIND})")
+    report = validate(SpeculativeInferencePolicy, found[0])
+    if report.value is None:
+        raise ManifestError(f"{path}: " + "; ".join(str(p) for p in report.errors))
+    return report.value.spec

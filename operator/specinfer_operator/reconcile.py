@@ -6,6 +6,7 @@ and the status says why (ConfigValid=False). Child events go to refresh.py.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -22,6 +23,7 @@ from specinfer_operator.context import Context, desired_of, observe
 from specinfer_operator.manifests import check
 from specinfer_operator.owned import Clash, Owned, own_history
 from specinfer_operator.podspec import selector_labels
+from specinfer_operator.policy import TenantPolicySpec
 from specinfer_operator.resource import SpeculativeInference
 from specinfer_operator.status import Desired, Observed, Verdict, compute, transitions
 
@@ -104,19 +106,25 @@ def groups_problem(ctx: Context) -> str | None:
     return None
 
 
+FORBIDDEN_BY_POLICY = "ForbiddenByPolicy"  # ConfigValid's reason: the tenant policy refuses the spec
+
+
 def verdict_of(
     cr_body: dict[str, Any],
     nodes: list[dict[str, Any]],
     defaults: RenderDefaults,
     groups: Callable[[], str | None] = lambda: None,
+    policy: TenantPolicySpec | None = None,
 ) -> tuple[Verdict, SpeculativeInference | None, Desired | None]:
-    """Whether the spec may roll out; the resource and its desired state when it may. `groups` says why
-    an engine over several nodes cannot run (asked only for such a spec)."""
-    report = check(cr_body)
-    chosen = effective.resolve(cr_body, report, lambda c: family_hash(c, defaults), check)
+    """Whether the spec may roll out (valid, and within the tenant `policy`); the resource and its desired
+    state when it may. `groups` says why an engine over several nodes cannot run (asked only for such a spec)."""
+    checker = functools.partial(check, policy=policy)
+    report = checker(cr_body)
+    chosen = effective.resolve(cr_body, report, lambda c: family_hash(c, defaults), checker)
     if chosen is None:
         message = "; ".join(str(p) for p in report.errors)
-        return Verdict(False, "InvalidSpec", message), None, None
+        by_policy = bool(report.errors) and all(p.rule == "policy" for p in report.errors)
+        return Verdict(False, FORBIDDEN_BY_POLICY if by_policy else "InvalidSpec", message), None, None
     cr = chosen.resource
     warnings = [str(p) for p in report.warnings] + ([chosen.warning] if chosen.warning else [])
     desired = desired_of(cr, defaults, chosen.requested_k, chosen.tuned)
@@ -227,7 +235,7 @@ def apply_children(
 
 def _reconcile(body: dict[str, Any], ctx: Context, nodes: list[dict[str, Any]], namespace: str, name: str) -> str:
     meta = body["metadata"]
-    verdict, cr, desired = verdict_of(body, nodes, ctx.defaults, lambda: groups_problem(ctx))
+    verdict, cr, desired = verdict_of(body, nodes, ctx.defaults, lambda: groups_problem(ctx), ctx.tenant_policy())
     children = render(cr, ctx.defaults) if desired is not None and cr is not None else []
     previous = body.get("status") or {}
     arrangement, observed = None, None

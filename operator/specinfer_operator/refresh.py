@@ -8,6 +8,7 @@ beside the stable pods).
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -84,8 +85,9 @@ def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> N
         verdict = Verdict(False, reason, message or config.get("message", ""))
         publish(body, ctx, verdict, None, observed)
         return
-    report = check(body)
-    chosen = effective.resolve(body, report, lambda c: family_hash(c, ctx.defaults), check)
+    checker = functools.partial(check, policy=ctx.tenant_policy())
+    report = checker(body)
+    chosen = effective.resolve(body, report, lambda c: family_hash(c, ctx.defaults), checker)
     if chosen is None:
         return
     cr = chosen.resource

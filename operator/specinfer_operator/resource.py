@@ -29,7 +29,6 @@ VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "SpeculativeInference"
 PLURAL = "speculativeinferences"
-SINGULAR = "speculativeinference"
 SHORT_NAMES = ("specinference", "specinf")
 
 

@@ -25,6 +25,7 @@ class Settings:
     leader_election_id: str
     scrape: ScrapeConfig
     leader_worker_set: bool = True
+    tenant_policy: str = ""
 
 
 def _env(name: str, default: str) -> str:
@@ -101,6 +102,12 @@ def parse(argv: Sequence[str] | None = None) -> Settings:
         help="run engines over several nodes (spec.parallelism.nodes) as LeaderWorkerSets; without it, such specs "
         "are refused with what to install (SPECINFER_LEADER_WORKER_SET)",
     )
+    p.add_argument(
+        "--tenant-policy",
+        default=_env("SPECINFER_TENANT_POLICY", ""),
+        help="name of the SpeculativeInferencePolicy to enforce (the chart sets it); its built-in defaults when unset "
+        "or missing (SPECINFER_TENANT_POLICY)",
+    )
     default = ScrapeConfig()
     p.add_argument(
         "--scrape-interval",
@@ -145,4 +152,5 @@ def parse(argv: Sequence[str] | None = None) -> Settings:
         leader_election_id=args.leader_election_id,
         scrape=ScrapeConfig(args.scrape_interval, args.scrape_timeout, args.scrape_concurrency, args.status_refresh),
         leader_worker_set=args.leader_worker_set,
+        tenant_policy=args.tenant_policy,
     )

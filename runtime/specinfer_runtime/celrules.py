@@ -194,9 +194,10 @@ def _compiled(expression: str) -> Any:
     return cel.compile(expression.replace(".matches(", ".cachedMatches("))
 
 
-def _context(self_value: Any, variable: str = "self") -> Any:
+def _context(self_value: Any, variable: str = "self", params: Any = None) -> Any:
     value = dict(self_value) if isinstance(self_value, Mapping) else self_value
-    return cel.Context(variables={variable: value}, functions=KUBERNETES_FUNCTIONS)
+    variables = {variable: value, **({"params": params} if params is not None else {})}
+    return cel.Context(variables=variables, functions=KUBERNETES_FUNCTIONS)
 
 
 def evaluate(expression: str, self_value: Any) -> Any:
@@ -211,13 +212,15 @@ class Violation:
     message: str
 
 
-def check(rules: Iterable[Rule], self_value: Any, path: str, variable: str = "self") -> list[Violation]:
+def check(
+    rules: Iterable[Rule], self_value: Any, path: str, variable: str = "self", params: Any = None
+) -> list[Violation]:
     """Every rule that `self_value` breaks, with its message and the path it points at. Admission policy
-    rules see the whole resource as `object`."""
+    rules see the whole resource as `object`, and their parameter object, if any, as `params`."""
     found: list[Violation] = []
     if not rules:
         return found
-    context = _context(self_value, variable)  # converting `self` once costs more than evaluating every rule
+    context = _context(self_value, variable, params)  # converting `self` once costs more than evaluating every rule
     for rule in rules:
         if _compiled(rule.rule).execute(context) is True:
             continue

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import cel
 import pytest
 import yaml
 
-from specinfer_operator.crd import admission_policy, crd, crd_yaml
+from specinfer_operator.crd import admission_policy, crd, crd_yaml, policy_crd, tenant_admission_policy
+from specinfer_operator.podtemplate import VOLUME_SOURCES
+from specinfer_operator.policy import POLICY_RULES, VolumeType
 from specinfer_runtime.celrules import KUBERNETES_FUNCTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,7 +141,22 @@ def test_names_columns_and_subresources() -> None:
 
 
 def test_crd_yaml_round_trips() -> None:
-    assert list(yaml.safe_load_all(crd_yaml())) == [crd(), *admission_policy()]
+    documents = [crd(), policy_crd(), *admission_policy(), tenant_admission_policy()]
+    assert list(yaml.safe_load_all(crd_yaml())) == documents
+
+
+def test_the_policy_kind_is_cluster_scoped_and_its_admission_policy_takes_it_as_parameter() -> None:
+    definition = policy_crd()
+    assert definition["spec"]["scope"] == "Cluster"
+    assert definition["spec"]["names"]["kind"] == "SpeculativeInferencePolicy"
+    tenant = tenant_admission_policy()["spec"]
+    assert tenant["paramKind"] == {"apiVersion": "specinfer.io/v1alpha1", "kind": "SpeculativeInferencePolicy"}
+    assert len(tenant["validations"]) == len(POLICY_RULES)
+    assert all("params" in v["expression"] for v in tenant["validations"])
+
+
+def test_the_volume_types_a_policy_names_are_the_overlays() -> None:
+    assert get_args(VolumeType) == VOLUME_SOURCES
 
 
 def test_messages_avoid_string_concatenation() -> None:
