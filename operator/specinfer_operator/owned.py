@@ -61,9 +61,10 @@ class Owned:
             else:
                 self._uids.pop(key, None)
 
-    def apply(self, obj: dict[str, Any], owner: str, dry_run: bool = False) -> dict[str, Any]:
-        """Server-side apply of `obj`, a child of the resource with uid `owner`: created when missing,
-        applied over when its own (the uid a precondition), Clash when another object holds the name."""
+    def claim(self, obj: dict[str, Any], owner: str) -> dict[str, Any]:
+        """`obj`, a child of the resource with uid `owner`, ready to apply: as it is when no object holds its
+        name, with the uid of the one that does (a precondition) when that is the resource's own; Clash when
+        another object holds the name."""
         key = _key(obj)
         uid = self._known(key)
         if uid is None:
@@ -72,9 +73,13 @@ class Owned:
             if live is not None and not controlled_by(live, owner):
                 raise Clash(clash_message(kind, namespace, name, live))
             uid = None if live is None else live["metadata"]["uid"]
-        applied = obj if uid is None else {**obj, "metadata": {**obj["metadata"], "uid": uid}}
+        return obj if uid is None else {**obj, "metadata": {**obj["metadata"], "uid": uid}}
+
+    def apply(self, claimed: dict[str, Any], owner: str, dry_run: bool = False) -> dict[str, Any]:
+        """Server-side apply of a claimed child (see claim)."""
+        key = _key(claimed)
         try:
-            result = self.kube.apply(applied, dry_run=dry_run)
+            result = self.kube.apply(claimed, dry_run=dry_run)
         except (ApiException, Conflict):
             self._remember(key, None)  # replaced or gone meanwhile: read again next time
             raise

@@ -207,14 +207,23 @@ def apply_children(
     owned: Owned, children: list[dict[str, Any]], appliers: ThreadPoolExecutor, dry_run: bool, owner: str
 ) -> tuple[list[dict[str, Any]], Refusal | None]:
     """Apply every child of the resource with uid `owner` concurrently; what the API server returned, or why
-    any of them was refused (by the API server or an admission policy, or for a name another object holds).
-    Conditions worth retrying (not found, conflicts, throttling) raise."""
+    any of them was refused (by the API server or an admission policy, or for a name another object holds:
+    then none is applied). Conditions worth retrying (not found, conflicts, throttling) raise."""
+
+    def claim(obj: dict[str, Any]) -> dict[str, Any] | Refusal:
+        try:
+            return owned.claim(obj, owner)
+        except Clash as clash:
+            return Refusal(NAME_CONFLICT, str(clash))
+
+    claimed = list(appliers.map(claim, children))
+    clashes = [c.message for c in claimed if isinstance(c, Refusal)]
+    if clashes:
+        return [], Refusal(NAME_CONFLICT, "; ".join(clashes))
 
     def attempt(obj: dict[str, Any]) -> dict[str, Any] | Refusal:
         try:
             return owned.apply(obj, owner, dry_run=dry_run)
-        except Clash as clash:
-            return Refusal(NAME_CONFLICT, str(clash))
         except ApiException as error:
             if not 400 <= (error.status or 0) < 500 or error.status in RETRIED:
                 raise
@@ -225,12 +234,10 @@ def apply_children(
             message = f"the API server refused the {obj['kind']} {obj['metadata']['name']}: {said}"[:MESSAGE_LIMIT]
             return Refusal(APPLY_REJECTED, message)
 
-    results = list(appliers.map(attempt, children))
-    refused = [r for r in results if isinstance(r, Refusal)]
-    if not refused:
-        return [r for r in results if isinstance(r, dict)], None
-    reason = NAME_CONFLICT if any(r.reason == NAME_CONFLICT for r in refused) else APPLY_REJECTED
-    return [r for r in results if isinstance(r, dict)], Refusal(reason, "; ".join(r.message for r in refused))
+    results = list(appliers.map(attempt, [c for c in claimed if isinstance(c, dict)]))
+    refused = [r.message for r in results if isinstance(r, Refusal)]
+    applied = [r for r in results if isinstance(r, dict)]
+    return applied, Refusal(APPLY_REJECTED, "; ".join(refused)) if refused else None
 
 
 def _reconcile(body: dict[str, Any], ctx: Context, nodes: list[dict[str, Any]], namespace: str, name: str) -> str:

@@ -103,7 +103,8 @@ def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> N
         for deployment, live in ((arrangement.deployment, observed.deployment), (arrangement.canary, observed.canary)):
             if deployment is not None and (live is None or drifted(deployment["spec"], live.get("spec"))):
                 log.info("correcting drift of %s %s/%s", deployment["kind"], namespace, deployment["metadata"]["name"])
-                ctx.owned.apply(deployment, str(body["metadata"].get("uid") or ""))
+                owner = str(body["metadata"].get("uid") or "")
+                ctx.owned.apply(ctx.owned.claim(deployment, owner), owner)
         strategy.carry_out(ctx, body, arrangement, observed)
     except Clash as clash:  # another object took the name since reconcile applied it: left alone, and said
         verdict = Verdict(False, NAME_CONFLICT, str(clash), warnings)

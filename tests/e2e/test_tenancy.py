@@ -1,0 +1,239 @@
+"""Many tenants, one operator, on the real API server: the tenant policy at `kubectl apply` and in the
+operator, Kubernetes' own Pod Security admission, and names that belong to another team."""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from specinfer_operator.manifests import check
+from specinfer_operator.policy import TenantPolicySpec, policy_problems
+from tests.e2e.conftest import Cluster, wait_until
+from tests.e2e.test_chart import CHART, helm
+from tests.e2e.test_operator import apply, condition, pods, resource, serving, wait_ready, wait_resource
+from tests.policycases import CASES, DRIVER, DRIVER_MOUNT, NON_ROOT, spec_of
+from tests.unit.helpers import resource as manifest
+
+ASCEND_DRIVER = {"runtime": {"volumeMounts": [DRIVER_MOUNT]}, "podTemplate": {"spec": {"volumes": [DRIVER]}}}
+
+
+def one_pod(extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {**spec_of(extra or {}), "replicas": 1}
+
+
+@pytest.fixture
+def namespaces(cluster: Cluster) -> Iterator[list[str]]:
+    """Namespaces a test makes (each with labels of its own), deleted afterwards."""
+    made: list[str] = []
+    yield made
+    for name in made:
+        cluster.core.delete_namespace(name, propagation_policy="Background")
+    for name in made:
+        wait_until(
+            f"namespace {name} to be deleted",
+            lambda name=name: cluster.kubectl("get", "namespace", name, check=False).returncode != 0,
+            timeout=120,
+        )
+
+
+def make_namespace(cluster: Cluster, made: list[str], labels: dict[str, str] | None = None) -> str:
+    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    cluster.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels=labels)))
+    made.append(name)
+    wait_until(
+        f"the default ServiceAccount in {name}",
+        lambda: cluster.core.list_namespaced_service_account(name, field_selector="metadata.name=default").items,
+    )
+    return name
+
+
+def chart_policy(cluster: Cluster, release: str, namespace: str, spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The chart's tenant policy and its binding, as `helm install` would create them for a release that
+    watches `namespace`."""
+    out = helm(
+        cluster,
+        "template",
+        release,
+        str(CHART),
+        "--set",
+        f"watchNamespaces={{{namespace}}}",
+        "--set-json",
+        f"tenantPolicy.spec={json.dumps(spec)}",
+        "--show-only",
+        "templates/tenant-policy.yaml",
+    ).stdout
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def dry_run(cluster: Cluster, namespace: str, body: dict[str, Any]) -> str:
+    """kubectl apply --dry-run=server: the API server's verdict, admission policies included; "" when accepted."""
+    result = cluster.kubectl(
+        "apply", "--dry-run=server", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(body), check=False
+    )
+    return "" if result.returncode == 0 else result.stderr
+
+
+def test_the_charts_policy_refuses_at_kubectl_apply_what_the_operator_and_validate_refuse(
+    cluster: Cluster, namespaces: list[str]
+) -> None:
+    policies = {json.dumps(p, sort_keys=True) for _, _, p, _ in CASES}
+    installed: list[dict[str, Any]] = []
+    where: dict[str, str] = {}
+    for i, text in enumerate(sorted(policies)):
+        namespace = make_namespace(cluster, namespaces)
+        objects = chart_policy(cluster, f"tenancy-{namespace}-{i}", namespace, json.loads(text))
+        cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(objects))
+        installed += objects
+        where[text] = namespace
+    try:
+        # Bindings reach the API server's admission within seconds: wait until each refuses a host path.
+        probe = manifest(one_pod({"podTemplate": {"spec": {"volumes": [{"name": "x", "hostPath": {"path": "/x"}}]}}}))
+        for namespace in where.values():
+            wait_until(f"the tenant policy bound in {namespace}", lambda ns=namespace: dry_run(cluster, ns, probe))
+        disagreements = []
+        for i, (name, extra, policy, path) in enumerate(CASES):
+            body = manifest(one_pod(extra), name=f"case-{i}")
+            report = check(body)
+            assert report.value is not None, (name, report.errors)
+            expected = policy_problems(report.value.dump(), TenantPolicySpec.model_validate(policy))
+            said = dry_run(cluster, where[json.dumps(policy, sort_keys=True)], body)
+            refused_by_api = "speculativeinferences.specinfer.io-tenant" in said
+            if bool(expected) != refused_by_api or (path is not None and path not in said):
+                disagreements.append((name, [str(p) for p in expected], said))
+            elif expected:  # the same words at kubectl apply as from the operator and specinfer validate
+                assert expected[0].message.split(":")[0] in said, (name, said)
+        assert not disagreements, disagreements
+    finally:
+        cluster.kubectl("delete", "-f", "-", "--wait=false", stdin=yaml.safe_dump_all(installed), check=False)
+
+
+@pytest.mark.usefixtures("operator")
+def test_the_operator_enforces_the_policy_and_keeps_the_last_valid_configuration(
+    cluster: Cluster, namespace: str
+) -> None:
+    """No binding here: the API server admits the spec, the operator (with the policy's defaults) does not."""
+    apply(cluster, namespace, "web", one_pod())
+    wait_ready(cluster, namespace, "web")
+    before = serving(cluster, namespace, "web")
+    host_root = {"podTemplate": {"spec": {"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}}}
+    apply(cluster, namespace, "web", one_pod(host_root))
+    obj = wait_resource(
+        cluster,
+        namespace,
+        "web",
+        "the policy's refusal",
+        lambda o: condition(o, "ConfigValid").get("reason") == "ForbiddenByPolicy",
+    )
+    assert 'host paths ["/"] are not allowed by the tenant policy' in condition(obj, "ConfigValid")["message"]
+    assert serving(cluster, namespace, "web") == before  # the last valid configuration keeps serving
+    apply(cluster, namespace, "fresh", one_pod(host_root))
+    wait_resource(
+        cluster, namespace, "fresh", "the refusal", lambda o: condition(o, "ConfigValid").get("status") == "False"
+    )
+    assert cluster.kubectl("get", "deployment", "-n", namespace, "fresh", check=False).returncode != 0
+
+
+@pytest.mark.usefixtures("operator")
+def test_pod_security_levels_what_runs_and_what_is_refused_in_the_api_servers_words(
+    cluster: Cluster, namespaces: list[str]
+) -> None:
+    baseline = make_namespace(cluster, namespaces, {"pod-security.kubernetes.io/enforce": "baseline"})
+    restricted = make_namespace(cluster, namespaces, {"pod-security.kubernetes.io/enforce": "restricted"})
+    non_root = {"podTemplate": {"spec": {"securityContext": {**NON_ROOT, "runAsGroup": 1000}}}}
+    # Without an overlay an engine pod passes baseline; restricted once it runs as a user other than root.
+    apply(cluster, baseline, "plain", one_pod())
+    apply(cluster, restricted, "non-root", one_pod(non_root))
+    for namespace, name in ((baseline, "plain"), (restricted, "non-root")):
+        wait_ready(cluster, namespace, name)
+        (pod,) = pods(cluster, namespace, name)
+        assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    # Refused pods: the resource says why, as the API server said it.
+    refusals = {
+        (baseline, "driver"): (ASCEND_DRIVER, 'violates PodSecurity "baseline:latest": hostPath volumes'),
+        (restricted, "as-root"): ({}, 'violates PodSecurity "restricted:latest": runAsNonRoot != true'),
+    }
+    for (namespace, name), (extra, _) in refusals.items():
+        apply(cluster, namespace, name, one_pod(extra))
+    for (namespace, name), (_, words) in refusals.items():
+        obj = wait_resource(
+            cluster, namespace, name, "the refusal", lambda o: condition(o, "Degraded").get("reason") == "FailedCreate"
+        )
+        message = condition(obj, "Degraded")["message"]
+        assert message.startswith("the ReplicaSet cannot create pods: pods "), message
+        assert words in message, message
+    # A change into what the namespace refuses is rolled back: the last good configuration serves again.
+    apply(cluster, baseline, "plain", one_pod(ASCEND_DRIVER))
+    obj = wait_resource(
+        cluster,
+        baseline,
+        "plain",
+        "the rollback",
+        lambda o: condition(o, "Progressing").get("reason") == "RolledBack",
+        timeout=120,
+    )
+    rolled_back = obj["status"]["rollout"]["rolledBack"]
+    assert rolled_back["reason"] == "FailedCreate"
+    assert "hostPath volumes" in rolled_back["message"]
+    assert obj["status"]["ready"] == "1/1"
+
+
+@pytest.mark.usefixtures("operator")
+def test_a_resource_named_after_another_teams_service_leaves_it_untouched(cluster: Cluster, namespace: str) -> None:
+    theirs = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "api", "labels": {"team": "b"}},
+        "spec": {"selector": {"app": "their-api"}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
+    }
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(theirs))
+    before = cluster.get("service", "-n", namespace, "api")
+    apply(cluster, namespace, "api", one_pod())
+    obj = wait_resource(
+        cluster, namespace, "api", "the clash", lambda o: condition(o, "ConfigValid").get("reason") == "NameConflict"
+    )
+    message = condition(obj, "ConfigValid")["message"]
+    assert f"Service {namespace}/api exists and is not this SpeculativeInference's" in message
+    assert "(its controller: no controller): it was left untouched" in message
+    after = cluster.get("service", "-n", namespace, "api")
+    assert after["spec"]["selector"] == {"app": "their-api"}
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert "ownerReferences" not in after["metadata"]
+    assert (
+        cluster.kubectl(
+            "get", "deployment,configmap", "-n", namespace, "-l", "app.kubernetes.io/instance=api", "-o", "name"
+        ).stdout
+        == ""
+    )  # nothing applied
+    events = cluster.kubectl("get", "events", "-n", namespace, "--field-selector", "involvedObject.name=api")
+    assert "NameConflict" in events.stdout
+    # Their Service goes: the name is free, and the resource rolls out on its own (retried every 30 s).
+    cluster.kubectl("delete", "service", "-n", namespace, "api")
+    obj = wait_ready(cluster, namespace, "api", timeout=90)
+    owner = cluster.get("service", "-n", namespace, "api")["metadata"]["ownerReferences"][0]
+    assert owner["uid"] == obj["metadata"]["uid"]
+
+
+@pytest.mark.usefixtures("operator")
+def test_a_budget_of_the_same_name_that_is_not_its_own_is_never_deleted(cluster: Cluster, namespace: str) -> None:
+    budget: dict[str, Any] = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "api"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "their-api"}}},
+    }
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(budget))
+    apply(cluster, namespace, "api", one_pod())
+    wait_ready(cluster, namespace, "api")
+    changed = copy.deepcopy(one_pod())
+    changed["speculative"]["numSpeculativeTokens"] = 5  # a new generation, still no budget
+    apply(cluster, namespace, "api", changed)
+    wait_ready(cluster, namespace, "api")
+    assert cluster.get("pdb", "-n", namespace, "api")["spec"]["selector"] == budget["spec"]["selector"]
+    assert resource(cluster, namespace, "api")["status"]["speculation"]["numSpeculativeTokens"] == 5
