@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup run test lint typecheck unit package e2e engine images crd vllm-flags bench bench-operator bench-telemetry bench-tuning clean
+.PHONY: setup run test lint typecheck unit package e2e engine images crd vllm-flags bench bench-operator bench-telemetry bench-hostile bench-tuning clean
 
 setup: $(STAMP)
 
@@ -86,6 +86,10 @@ bench-operator: setup
 ## bench-telemetry: the scrape loop's cost with 500 resources of 2 pods each (CPU, RSS, status writes/min)
 bench-telemetry: setup
 	$(BIN)/python -m bench.telemetry
+
+## bench-hostile: a telemetry round over 505 pods with 5 of them hostile, against the round without them
+bench-hostile: setup
+	$(BIN)/python -m bench.hostile
 
 ## bench-tuning: tokens/s at every K and without speculation on a real engine, against the recommended K
 bench-tuning: setup

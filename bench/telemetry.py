@@ -2,10 +2,10 @@
 
 1,000 real engines do not fit on one machine, so each simulated pod's address (a loopback IP, see
 hack/cluster) is served by a small HTTP server sending a real vLLM /metrics capture from the engine
-suite, its spec-decode counters growing with every scrape at a steady acceptance, as a loaded engine's
-do. The operator scrapes them at its defaults (every 30 s, status refresh 300 s). Figures: the
-operator's CPU share and RSS with scraping on, next to the same operator with scraping off (baseline,
-same run); status writes per minute counted by the API server, next to the bound the design promises
+suite, its counters growing with every scrape at a steady acceptance, as a loaded engine's do
+(tests/hostile.py's exposition). The operator scrapes them at its defaults (every 30 s, status refresh
+300 s). Figures: the operator's CPU share and RSS with scraping on, next to the same operator with scraping
+off (baseline, same run); status writes per minute counted by the API server, next to the bound the design promises
 (resources x 60 / refresh) and what writing every round would cost (resources x 60 / interval).
 Run with `make bench-telemetry`.
 """
@@ -26,36 +26,25 @@ from prometheus_client.parser import text_string_to_metric_families
 from bench.operator import CLUSTER, ROOT, Bench, body, line, rss_mb
 from specinfer_operator.resource import GROUP, PLURAL, VERSION
 from specinfer_operator.telemetry import ScrapeConfig
+from tests.hostile import exposition
 
 RESOURCES, REPLICAS = 500, 2
 # Seconds. Both operators start on the same 500 existing resources (the same resume burst). With scraping,
 # the first rounds take baselines, then write the first figures and LowAcceptance verdicts; the steady
 # state starts after that, and its measurement spans one status refresh period (300 s).
 WARM_UP, MEASURE = 240, 300
-CAPTURE = ROOT / "tests" / "unit" / "data" / "metrics" / "ngram-k4-3.txt"
 DEFAULTS = ScrapeConfig()
 
 
-def growing_body(n: int, lines: list[str]) -> bytes:
-    """The capture with every spec-decode counter multiplied by n: the ratios, hence the figures, stay put."""
-    out = []
-    for text in lines:
-        if text.startswith("vllm:spec_decode_num_") and "_created" not in text:
-            name, value = text.rsplit(" ", 1)
-            text = f"{name} {float(value) * n}"
-        out.append(text)
-    return ("\n".join(out) + "\n").encode()
-
-
 async def serve(addresses: list[str], port: int) -> None:
-    lines = CAPTURE.read_text().splitlines()
+    """Every address answers like a loaded engine: one more round of traffic per scrape."""
     served = dict.fromkeys(addresses, 0)
 
     def handler(address: str) -> object:
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             await reader.readuntil(b"\r\n\r\n")
             served[address] += 1
-            payload = growing_body(served[address], lines)
+            payload = exposition(served[address])
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n" % len(payload))
             writer.write(b"Connection: close\r\n\r\n" + payload)
             await writer.drain()

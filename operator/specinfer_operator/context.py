@@ -23,7 +23,7 @@ from specinfer_operator.children import (
 )
 from specinfer_operator.kube import Kube
 from specinfer_operator.owned import Owned
-from specinfer_operator.ownership import controlled_by
+from specinfer_operator.ownership import Ownership, controlled_by, controller
 from specinfer_operator.podspec import selector_labels
 from specinfer_operator.policy import POLICY_PLURAL, SpeculativeInferencePolicy, TenantPolicySpec
 from specinfer_operator.resource import GROUP, VERSION, SpeculativeInference
@@ -61,12 +61,14 @@ class Context:
     groups_enabled: bool = True
     _groups_served: tuple[bool, float] | None = None  # whether the API serves LeaderWorkerSets, and when asked
     owned: Owned = field(init=False)  # writes to children, only where they are the resource's own
+    ownership: Ownership = field(init=False)  # which resource made a pod, by its controller chain
     # The SpeculativeInferencePolicy to enforce (--tenant-policy); its built-in defaults without one.
     policy_name: str = ""
     _policy: tuple[TenantPolicySpec, float] | None = None
 
     def __post_init__(self) -> None:
         self.owned = Owned(self.kube)
+        self.ownership = Ownership(self.kube)
 
     def tenant_policy(self) -> TenantPolicySpec:
         """The tenant policy in force: the named SpeculativeInferencePolicy as last read (again every
@@ -138,15 +140,18 @@ def desired_of(
 
 def observe(ctx: Context, body: dict[str, Any], kind: Kind, deployment: dict[str, Any] | None = None) -> Observed:
     """The resource's workload of `kind` (read unless given; one of that name it does not control is not
-    its own, and counts as none) and the pods: from the watch's index when kopf has handed it over, since
-    listing a namespace's pods per refresh costs the API server O(pods) each time."""
+    its own, and counts as none) and its pods: from the watch's index when kopf has handed it over, since
+    listing a namespace's pods per refresh costs the API server O(pods) each time. Only pods it made count
+    (their controller chain ends at it): a pod labelled as its own by anyone else must not make it Degraded
+    or roll it back."""
     meta = body["metadata"]
-    namespace, name = meta["namespace"], meta["name"]
+    namespace, name, uid = meta["namespace"], meta["name"], meta.get("uid")
     if deployment is None:
         deployment = ctx.kube.get(kind.api_version, kind.plural, namespace, object_name(kind, name))
-        deployment = deployment if controlled_by(deployment, meta.get("uid")) else None
+        deployment = deployment if controlled_by(deployment, uid) else None
     if ctx.pods is not None:
-        pods = list(ctx.pods.get((namespace, name), ()))
+        labelled = list(ctx.pods.get((namespace, name), ()))
     else:
-        pods = ctx.kube.list("v1", "pods", namespace, label_selector(selector_labels(name)))
+        labelled = ctx.kube.list("v1", "pods", namespace, label_selector(selector_labels(name)))
+    pods = [p for p in labelled if ctx.ownership.resource_of(namespace, controller(p.get("metadata") or {})) == uid]
     return Observed(deployment=deployment, pods=pods)

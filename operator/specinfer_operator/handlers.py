@@ -83,7 +83,8 @@ def engine_pods(body: kopf.Body, namespace: str | None, **_: Any) -> dict[tuple[
     owner = body.metadata.labels.get(INSTANCE_LABEL)
     if not owner or not namespace:
         return {}
-    metadata = {k: body.metadata.get(k) for k in ("name", "namespace", "labels", "annotations", "deletionTimestamp")}
+    keys = ("name", "namespace", "labels", "annotations", "deletionTimestamp", "ownerReferences")
+    metadata = {k: body.metadata.get(k) for k in keys}
     return {(namespace, owner): {"metadata": metadata, "status": dict(body.status)}}
 
 

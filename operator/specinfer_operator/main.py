@@ -112,7 +112,7 @@ def run(settings: Settings) -> None:
         groups_enabled=settings.leader_worker_set,
         policy_name=settings.tenant_policy,
     )
-    telemetry = Telemetry(kube, ctx.lock, settings.scrape, ctx.now)
+    telemetry = Telemetry(kube, ctx.lock, settings.scrape, ctx.now, ctx.ownership)
 
     def refresh_status(key: tuple[str, str]) -> None:
         refresh(key[0], key[1], ctx)

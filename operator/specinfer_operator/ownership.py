@@ -4,8 +4,9 @@ Labels are whatever their writer chose: anyone who may create pods in a namespac
 engine of any resource there. A controller reference names its controller's uid, which only that object
 has, so a pod counts as a resource's engine when its controller chain ends at the resource's uid:
 pod -> ReplicaSet -> Deployment -> SpeculativeInference, or, for a group over several nodes, leader pod ->
-StatefulSet -> LeaderWorkerSet -> SpeculativeInference. Each link is read once from the API and kept (a
-uid names one object for its whole life), so a steady fleet costs no requests.
+StatefulSet -> LeaderWorkerSet -> SpeculativeInference (a worker: pod -> StatefulSet -> its leader pod ->
+...). Each link is read once from the API and kept (a uid names one object for its whole life), so a
+steady fleet costs no requests.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ LINKS = {
     ("apps/v1", "Deployment"): "deployments",
     ("apps/v1", "StatefulSet"): "statefulsets",
     ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): "leaderworkersets",
+    ("v1", "Pod"): "pods",  # a group's leader, which LeaderWorkerSet makes its workers' StatefulSet's controller
 }
-MAX_DEPTH = 4  # pod -> StatefulSet -> LeaderWorkerSet -> resource is the longest chain of a serving pod
+MAX_DEPTH = 6  # the longest chain: a worker, its StatefulSet, the leader, the leader's StatefulSet, the set
 KEEP = 10_000  # links remembered; the oldest go first
 RETRY_SECONDS = 60.0  # a link that could not be followed is read again after this long
 

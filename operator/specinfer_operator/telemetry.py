@@ -82,11 +82,12 @@ class Telemetry:
         lock: Callable[[str, str], threading.Lock],
         config: ScrapeConfig,
         now: Callable[[], str],
+        ownership: Ownership | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
         self.kube, self.lock, self.config, self.now, self.clock, self.wall = kube, lock, config, now, clock, wall
-        self.ownership = Ownership(kube, clock)
+        self.ownership = ownership or Ownership(kube)
         # Called with a resource's key after its canary's or stable pods' figures were written.
         self.judge: Callable[[Key], None] | None = None
         self._watched: dict[Key, Watched] = {}
@@ -153,12 +154,16 @@ class Telemetry:
                 self.tick()
             except Exception:  # the loop must outlive anything; each resource's failures are handled in it
                 log.exception("telemetry round failed")
-            with self._guard:
-                scrapes = [f for r in self._rounds.values() for f in r.scrapes.values() if not f.done()]
-            if scrapes:
-                wait(scrapes, timeout=1.0, return_when=FIRST_COMPLETED)
-            else:
+            if not self._wait(1.0):
                 stop.wait(1.0)
+
+    def _wait(self, timeout: float) -> bool:
+        """Wait until a scrape in flight ends (or `timeout` passes); whether any was in flight."""
+        with self._guard:
+            scrapes = [f for r in self._rounds.values() for f in r.scrapes.values() if not f.done()]
+        if scrapes:
+            wait(scrapes, timeout=timeout, return_when=FIRST_COMPLETED)
+        return bool(scrapes)
 
     def _interval(self, watched: Watched) -> float:
         """Seconds between rounds: the spec's, else the operator's, and never so long that the window
@@ -189,13 +194,12 @@ class Telemetry:
                 self._rounds[new.key] = new
 
     def settle(self, timeout: float) -> None:
-        """Tick until no round is in flight (or `timeout` passes): what a round costs, for the benchmark."""
+        """Run rounds as the loop does (each resource's ends as soon as its scrapes have) until none is in
+        flight, or `timeout` passes: what a round costs, for the benchmark."""
         deadline = self.clock() + timeout
         self.tick()
         while self._rounds and self.clock() < deadline:
-            with self._guard:
-                scrapes = [f for r in self._rounds.values() for f in r.scrapes.values()]
-            wait(scrapes, timeout=max(0.0, deadline - self.clock()))
+            self._wait(max(0.0, deadline - self.clock()))
             self.tick()
 
     def _scrape(self, key: Key, uid: str, target: Target) -> Outcome:

@@ -62,7 +62,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   verbs: ["get", "list"]
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["list", "watch"]
+  # get: a group's leader pod, the controller of its workers' StatefulSet (whose pods count as the resource's).
+  verbs: ["get", "list", "watch"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]

