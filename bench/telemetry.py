@@ -20,10 +20,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-from kubernetes import config
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.operator import CLUSTER, ROOT, Bench, body, line, rss_mb
+from bench.operator import ROOT, Bench, body, line, local_cluster, rss_mb
 from specinfer_operator.resource import GROUP, PLURAL, VERSION
 from specinfer_operator.telemetry import ScrapeConfig
 from tests.hostile import exposition
@@ -106,15 +105,7 @@ def main() -> None:
     if sys.argv[1:2] == ["--serve"]:
         asyncio.run(serve(sys.argv[3:], int(sys.argv[2])))
         return
-    nodes, npus = 32, 64
-    subprocess.run([str(CLUSTER), "up", "--nodes", str(nodes), "--npus", str(npus)], check=True, capture_output=True)
-    env = subprocess.run([str(CLUSTER), "env"], capture_output=True, text=True, check=True).stdout
-    kubeconfig = next(part.split("=", 1)[1] for part in env.split() if part.startswith("KUBECONFIG="))
-    os.environ["KUBECONFIG"] = kubeconfig
-    kubectl = str(Path(kubeconfig).parents[1] / "bin" / "kubectl")
-    subprocess.run([kubectl, "apply", "--server-side", "-f", str(ROOT / "crds")], check=True, capture_output=True)
-    subprocess.run([kubectl, "wait", "--for=condition=Established", f"crd/{PLURAL}.{GROUP}"], check=True)
-    bench = Bench(config.new_client_from_config(config_file=kubeconfig))  # type: ignore[no-untyped-call]
+    bench = local_cluster(32, 64)
     ns = bench.namespace("bench-telemetry")
     process = operator(18091, "--scrape-interval", "0")
     for i in range(RESOURCES):

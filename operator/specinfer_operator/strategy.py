@@ -14,10 +14,11 @@ from typing import Any
 
 from specinfer_operator import canary, metrics, rollout, workload
 from specinfer_operator.context import Context, observe
+from specinfer_operator.health import health
 from specinfer_operator.owned import own_history
 from specinfer_operator.ownership import controlled_by
 from specinfer_operator.resource import SpeculativeInference
-from specinfer_operator.status import CANARY, PROMOTING, Desired, Observed, health
+from specinfer_operator.status import CANARY, PROMOTING, Desired, Observed
 
 log = logging.getLogger(__name__)
 

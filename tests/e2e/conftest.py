@@ -175,6 +175,35 @@ def namespace(cluster: Cluster) -> Iterator[str]:
         )
 
 
+def admission_policy(
+    name: str, namespace: str, rule: dict[str, Any], expression: str, message: str
+) -> list[dict[str, Any]]:
+    """A ValidatingAdmissionPolicy, and its binding to `namespace`, refusing the requests of `rule` (a
+    resourceRule) for which `expression` is false: the kind of policy platforms run (Kyverno, Gatekeeper)."""
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {"resourceRules": [rule]},
+                "validations": [{"expression": expression, "message": message}],
+            },
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}},
+            },
+        },
+    ]
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

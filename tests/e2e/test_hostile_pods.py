@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from specinfer_operator.podspec import CONFIG_HASH_ANNOTATION
-from tests.e2e.conftest import Cluster, Operator, wait_until
+from tests.e2e.conftest import Cluster, Operator, admission_policy, wait_until
 from tests.e2e.test_operator import apply, pods, resource, wait_ready, wait_resource
 from tests.hostile import BEHAVIOURS, Behaviour, Server, engine, exposition
 from tests.hostile import answer as answering
@@ -45,43 +45,20 @@ def observed(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
 def refusing_status_writes(namespace: str) -> list[dict[str, Any]]:
     """An admission policy that refuses the figures of one resource (its status patches that carry them):
     a failing status patch, as the real API server fails it."""
-    name = f"refuse-figures-{namespace}"
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": name},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {
-                        "apiGroups": ["specinfer.io"],
-                        "apiVersions": ["v1alpha1"],
-                        "operations": ["UPDATE"],
-                        "resources": ["speculativeinferences/status"],
-                    }
-                ]
-            },
-            "validations": [
-                {
-                    "expression": f"object.metadata.name != '{BROKEN_STATUS}' || !has(object.status.speculation) "
-                    "|| !has(object.status.speculation.observed)",
-                    "message": "figures refused for this test",
-                }
-            ],
-        },
+    rule = {
+        "apiGroups": ["specinfer.io"],
+        "apiVersions": ["v1alpha1"],
+        "operations": ["UPDATE"],
+        "resources": ["speculativeinferences/status"],
     }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": name},
-        "spec": {
-            "policyName": name,
-            "validationActions": ["Deny"],
-            "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}},
-        },
-    }
-    return [policy, binding]
+    return admission_policy(
+        f"refuse-figures-{namespace}",
+        namespace,
+        rule,
+        f"object.metadata.name != '{BROKEN_STATUS}' || !has(object.status.speculation) "
+        "|| !has(object.status.speculation.observed)",
+        "figures refused for this test",
+    )
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.conftest import CLUSTER, NODES, NPUS_PER_NODE, ROOT, Cluster, Operator, wait_until
+from tests.e2e.conftest import CLUSTER, NODES, NPUS_PER_NODE, ROOT, Cluster, Operator, admission_policy, wait_until
 
 NPU = "huawei.com/Ascend910"
 
@@ -181,49 +181,22 @@ def test_change_the_cluster_cannot_run_leaves_the_deployment_untouched(cluster: 
 
 
 def registry_policy(namespace: str) -> str:
-    """A cluster policy of the kind platforms run (Kyverno, Gatekeeper or, here, a ValidatingAdmissionPolicy):
-    Deployments in this namespace may only pull from registry.example.com."""
-    name = f"registry-only-{namespace}"
+    """A cluster policy of the kind platforms run: Deployments in this namespace may only pull from
+    registry.example.com."""
+    rule = {
+        "apiGroups": ["apps"],
+        "apiVersions": ["v1"],
+        "operations": ["CREATE", "UPDATE"],
+        "resources": ["deployments"],
+    }
     return yaml.safe_dump_all(
-        [
-            {
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "ValidatingAdmissionPolicy",
-                "metadata": {"name": name},
-                "spec": {
-                    "failurePolicy": "Fail",
-                    "matchConstraints": {
-                        "resourceRules": [
-                            {
-                                "apiGroups": ["apps"],
-                                "apiVersions": ["v1"],
-                                "operations": ["CREATE", "UPDATE"],
-                                "resources": ["deployments"],
-                            }
-                        ]
-                    },
-                    "validations": [
-                        {
-                            "expression": "object.spec.template.spec.containers.all(c, "
-                            "c.image.startsWith('registry.example.com/'))",
-                            "message": "images must come from registry.example.com",
-                        }
-                    ],
-                },
-            },
-            {
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "ValidatingAdmissionPolicyBinding",
-                "metadata": {"name": name},
-                "spec": {
-                    "policyName": name,
-                    "validationActions": ["Deny"],
-                    "matchResources": {
-                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
-                    },
-                },
-            },
-        ]
+        admission_policy(
+            f"registry-only-{namespace}",
+            namespace,
+            rule,
+            "object.spec.template.spec.containers.all(c, c.image.startsWith('registry.example.com/'))",
+            "images must come from registry.example.com",
+        )
     )
 
 

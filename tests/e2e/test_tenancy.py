@@ -110,6 +110,8 @@ def test_the_charts_policy_refuses_at_kubectl_apply_what_the_operator_and_valida
             elif expected:  # the same words at kubectl apply as from the operator and specinfer validate
                 assert expected[0].message.split(":")[0] in said, (name, said)
         assert not disagreements, disagreements
+        explained = " ".join(cluster.kubectl("explain", "specinferpolicy.spec.allowedHostPaths").stdout.split())
+        assert "Host paths a pod may mount" in explained
     finally:
         cluster.kubectl("delete", "-f", "-", "--wait=false", stdin=yaml.safe_dump_all(installed), check=False)
 

@@ -6,7 +6,8 @@ from dataclasses import replace
 from typing import Any
 
 from specinfer_operator import rollout
-from specinfer_operator.status import Observed, Verdict, compute, health, transitions
+from specinfer_operator.health import health
+from specinfer_operator.status import Observed, Verdict, compute, transitions
 from tests.unit.test_status import DESIRED, NOW, conditions, deployment
 
 LATER = "2026-01-01T00:10:00Z"

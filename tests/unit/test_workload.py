@@ -10,8 +10,9 @@ from typing import Any
 from specinfer_operator import canary, rollout, workload
 from specinfer_operator.children import RenderDefaults, config_hash, engine_config_json, render
 from specinfer_operator.context import desired_of
+from specinfer_operator.health import health
 from specinfer_operator.reconcile import capacity_problem
-from specinfer_operator.status import Observed, health
+from specinfer_operator.status import Observed
 from tests.unit.helpers import cr, example
 
 SPEC = {**example("multinode/deepseek-v3.2-mtp")["spec"]}
