@@ -110,6 +110,11 @@ def _exchange(sock: socket.socket, endpoint: Endpoint, deadline: Deadline, limit
         elif isinstance(event, h11.Response):
             if event.status_code != 200:
                 raise ScrapeError(f"{endpoint.url} answered HTTP {event.status_code}", "http_error")
+            declared = dict(event.headers).get(b"content-length", b"0")
+            if int(declared) > limit:  # h11 has checked it is a number: no need to read what is announced
+                raise ScrapeError(
+                    f"{endpoint.url} announced {int(declared) >> 20} MiB, more than {limit >> 20}", "too_large"
+                )
         elif isinstance(event, h11.Data):
             body += event.data
         elif isinstance(event, h11.EndOfMessage):

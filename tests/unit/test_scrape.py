@@ -13,7 +13,7 @@ from specinfer_operator.scrape import COUNTERS as READ
 from specinfer_operator.scrape import LIMIT, Endpoint, ScrapeError, counts, scrape
 from specinfer_operator.timing import Steps
 from specinfer_operator.window import Counts
-from tests.hostile import BEHAVIOURS, CHUNKED, REAL, Behaviour, answer, send, serving
+from tests.hostile import BEHAVIOURS, CHUNKED, OK_HEAD, REAL, Behaviour, answer, send, serving
 
 TIMEOUT = 0.5
 
@@ -96,7 +96,9 @@ def test_a_hostile_pod_is_a_failed_scrape_within_the_deadline(
 
 
 def test_the_limit_counts_every_byte_received() -> None:
-    with serving(answer(b"# padding\n" * (LIMIT // 10 + 10))) as server, pytest.raises(ScrapeError, match="4 MiB"):
+    """A body read until the connection closes (no length announced) is cut at the limit."""
+    unannounced = send(OK_HEAD + b"\r\n" + b"# padding\n" * (LIMIT // 10 + 10))
+    with serving(unannounced) as server, pytest.raises(ScrapeError, match="sent more than 4 MiB"):
         scrape(endpoint(server.port), timeout=5)
 
 
