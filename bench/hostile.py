@@ -35,7 +35,7 @@ from specinfer_operator.timestamps import utc_now
 from tests.hostile import BEHAVIOURS, Server
 
 HEALTHY, HOSTILE = 500, 5
-ROUNDS = 7
+ROUNDS = 15
 NAMES = (
     "status line a byte at a time",
     "endless 100 Continue",

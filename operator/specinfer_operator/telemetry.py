@@ -16,11 +16,13 @@ distinct failure, while every other resource goes on.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -68,9 +70,7 @@ class Round:
     stable: list[Target]
     trial: list[Target]
     scrapes: dict[Target, Future[Outcome]] = field(default_factory=dict)
-
-    def done(self) -> bool:
-        return all(f.done() for f in self.scrapes.values())
+    left: int = 0  # scrapes not ended yet
 
 
 class Telemetry:
@@ -91,7 +91,9 @@ class Telemetry:
         # Called with a resource's key after its canary's or stable pods' figures were written.
         self.judge: Callable[[Key], None] | None = None
         self._watched: dict[Key, Watched] = {}
-        self._rounds: dict[Key, Round] = {}
+        self._rounds: dict[Key, Round] = {}  # in flight
+        self._ended: deque[Round] = deque()  # whose scrapes have all ended: to conclude
+        self._wake = threading.Event()  # set when a round ends
         self._guard = threading.Lock()
         self._pool = ThreadPoolExecutor(config.concurrency, "scrape")
         self._stop = threading.Event()
@@ -148,22 +150,18 @@ class Telemetry:
                 watched.histories.pop(name, None)
 
     def run(self, stop: threading.Event) -> None:
-        """Start and finish rounds until `stop` is set: at least once a second, and as soon as a scrape ends."""
+        """Conclude each round as soon as its scrapes have ended, and start the rounds due once a second,
+        until `stop` is set."""
+        scan = self.clock()
         while not stop.is_set():
             try:
-                self.tick()
+                self._finish()
+                if self.clock() >= scan:
+                    self._start()
+                    scan = self.clock() + 1.0
             except Exception:  # the loop must outlive anything; each resource's failures are handled in it
                 log.exception("telemetry round failed")
-            if not self._wait(1.0):
-                stop.wait(1.0)
-
-    def _wait(self, timeout: float) -> bool:
-        """Wait until a scrape in flight ends (or `timeout` passes); whether any was in flight."""
-        with self._guard:
-            scrapes = [f for r in self._rounds.values() for f in r.scrapes.values() if not f.done()]
-        if scrapes:
-            wait(scrapes, timeout=timeout, return_when=FIRST_COMPLETED)
-        return bool(scrapes)
+            self._wake.wait(max(0.0, scan - self.clock()))
 
     def _interval(self, watched: Watched) -> float:
         """Seconds between rounds: the spec's, else the operator's, and never so long that the window
@@ -172,14 +170,22 @@ class Telemetry:
         return min(interval, watched.settings.window_seconds / 2)
 
     def tick(self) -> None:
-        """Finish the rounds whose scrapes have all ended, then start the round of every resource now due.
+        """Conclude the rounds whose scrapes have all ended, then start the round of every resource now due.
         Never waits on a pod."""
+        self._finish()
+        self._start()
+
+    def _finish(self) -> None:
         with self._guard:
-            done = [r for r in self._rounds.values() if r.done()]
-            for finished in done:
+            ended = list(self._ended)
+            self._ended.clear()
+            self._wake.clear()
+            for finished in ended:
                 del self._rounds[finished.key]
-        for finished in done:
+        for finished in ended:
             self._conclude(finished)
+
+    def _start(self) -> None:
         started = self.clock()
         with self._guard:
             due = [
@@ -189,9 +195,25 @@ class Telemetry:
             ]
             for new in due:
                 new.watched.due = started + self._interval(new.watched)
-                for target in new.stable + new.trial:
-                    new.scrapes[target] = self._pool.submit(self._scrape, new.key, new.watched.uid, target)
+                new.left = len(new.stable) + len(new.trial)
                 self._rounds[new.key] = new
+                if not new.left:
+                    self._ended.append(new)
+                    self._wake.set()
+        for new in due:
+            for target in new.stable + new.trial:
+                scraping = self._pool.submit(self._scrape, new.key, new.watched.uid, target)
+                new.scrapes[target] = scraping
+                scraping.add_done_callback(functools.partial(self._scraped, new))
+
+    def _scraped(self, of: Round, _: Future[Outcome]) -> None:
+        """One scrape of `of` ended (in the scraping thread): its round ends with its last."""
+        with self._guard:
+            of.left -= 1
+            if of.left:
+                return
+            self._ended.append(of)
+        self._wake.set()
 
     def settle(self, timeout: float) -> None:
         """Run rounds as the loop does (each resource's ends as soon as its scrapes have) until none is in
@@ -199,8 +221,8 @@ class Telemetry:
         deadline = self.clock() + timeout
         self.tick()
         while self._rounds and self.clock() < deadline:
-            self._wait(max(0.0, deadline - self.clock()))
-            self.tick()
+            self._wake.wait(max(0.0, deadline - self.clock()))
+            self._finish()
 
     def _scrape(self, key: Key, uid: str, target: Target) -> Outcome:
         """One pod's sample, or why there is none; None when the pod is not this resource's own (its
