@@ -145,6 +145,12 @@ BEHAVIOURS: list[tuple[str, Behaviour, str, str]] = [
     ),
     ("an endless chunked body", flood(CHUNKED, b"10000\r\n" + b"#" * 65536 + b"\r\n"), "more than", "too_large"),
     ("never answers", silent, "took longer than", "timeout"),
+    (
+        "a Content-Length of 5,000 digits",
+        send(OK_HEAD + b"Content-Length: " + b"9" * 5000 + b"\r\n\r\n"),
+        "bad Content-Length",
+        "protocol",
+    ),
     ("closes half way", send(OK_HEAD + b"Content-Length: 500\r\n\r\n# short\n"), "peer closed connection", "protocol"),
     ("closes without answering", send(b""), "without an answer", "protocol"),
     ("not HTTP at all", send(b"\x00\xff\xfe garbage\r\n\r\n"), "not an HTTP/1.1 answer", "protocol"),

@@ -14,6 +14,7 @@ steady reconcile reads nothing more than before.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,7 @@ from specinfer_operator.kube import Conflict, Kube, plural_of
 from specinfer_operator.ownership import controlled_by, described
 
 ObjectKey = tuple[str, str, str, str]  # (apiVersion, kind, namespace, name)
+KEEP = 20_000  # children whose uid is remembered
 
 
 class Clash(Exception):  # noqa: N818 (reads as "raise Clash")
@@ -47,7 +49,7 @@ class Owned:
     """The children known to be a resource's own, by uid; shared by every reconcile of the process."""
 
     kube: Kube
-    _uids: dict[ObjectKey, str] = field(default_factory=dict)
+    _uids: OrderedDict[ObjectKey, str] = field(default_factory=OrderedDict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
 
     def _known(self, key: ObjectKey) -> str | None:
@@ -55,11 +57,15 @@ class Owned:
             return self._uids.get(key)
 
     def _remember(self, key: ObjectKey, uid: str | None) -> None:
+        """Keep a uid known (the oldest go first beyond KEEP: they are read again), or forget it."""
         with self._guard:
-            if uid:
-                self._uids[key] = uid
-            else:
+            if not uid:
                 self._uids.pop(key, None)
+                return
+            self._uids[key] = uid
+            self._uids.move_to_end(key)
+            while len(self._uids) > KEEP:
+                self._uids.popitem(last=False)
 
     def claim(self, obj: dict[str, Any], owner: str) -> dict[str, Any]:
         """`obj`, a child of the resource with uid `owner`, ready to apply: as it is when no object holds its
@@ -73,6 +79,7 @@ class Owned:
             if live is not None and not controlled_by(live, owner):
                 raise Clash(clash_message(kind, namespace, name, live))
             uid = None if live is None else live["metadata"]["uid"]
+            self._remember(key, uid)
         return obj if uid is None else {**obj, "metadata": {**obj["metadata"], "uid": uid}}
 
     def apply(self, claimed: dict[str, Any], owner: str, dry_run: bool = False) -> dict[str, Any]:
