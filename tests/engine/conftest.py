@@ -128,6 +128,9 @@ def environment(engine_venv: Path, hf_home: Path, scratch: Path) -> dict[str, st
         TRANSFORMERS_OFFLINE="1",
         VLLM_CPU_KVCACHE_SPACE="1",  # GiB
         VLLM_HOST_IP="127.0.0.1",  # the engine's internal sockets stay on loopback
+        # and so does its API server (not every interface): the e2e suite, running beside this one, binds the
+        # engine port on simulated pods' loopback addresses, which a wildcard bind would collide with.
+        SPECINFER_LISTEN_ADDRESS="127.0.0.1",
         VLLM_NO_USAGE_STATS="1",
         DO_NOT_TRACK="1",
         VLLM_CACHE_ROOT=str(state / "vllm-cache"),

@@ -17,6 +17,7 @@ import pytest
 
 from specinfer_operator.acceptance import acceptance, parse
 from specinfer_runtime.argv import vllm_argv
+from specinfer_runtime.launcher import listening
 from tests.engine.conftest import (
     SERVED_NAME,
     SKIP_REASON,
@@ -157,7 +158,7 @@ def speculative_k(run: EngineRun) -> int:
 def test_the_launcher_execs_the_rendered_command(speculative: EngineRun) -> None:
     config = config_of(speculative)
     execs = re.findall(r"specinfer-runtime INFO exec (\[.*\])$", speculative.log.read_text(), re.MULTILINE)
-    assert [json.loads(line) for line in execs] == [vllm_argv(checked(config))]
+    assert [json.loads(line) for line in execs] == [listening(vllm_argv(checked(config)), "127.0.0.1")]
     assert vllm_argv(checked(config))[:3] == ["vllm", "serve", "specinfer-tests/tiny-llama"]
 
 
