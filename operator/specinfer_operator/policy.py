@@ -137,16 +137,13 @@ def _under(path: str, writable: bool = False) -> str:
 def _mounted_writable(volume: str) -> str:
     """CEL: a container mounts the overlay volume `volume` without readOnly."""
     writes = f"m.name == {volume}.name && !(has(m.readOnly) && m.readOnly)"
-    in_containers = [
-        f"{OVERLAY}.{group}.exists(c, has(c.volumeMounts) && c.volumeMounts.exists(m, {writes}))"
-        for group in ("containers", "initContainers")
-    ]
     return " || ".join(
         [
             f"(has({SPEC}.runtime.volumeMounts) && {SPEC}.runtime.volumeMounts.exists(m, {writes}))",
             *(
-                f"(has({OVERLAY}.{g}) && {e})"
-                for g, e in zip(("containers", "initContainers"), in_containers, strict=True)
+                f"(has({OVERLAY}.{g}) && {OVERLAY}.{g}.exists(c, has(c.volumeMounts) && c.volumeMounts.exists(m, "
+                f"{writes})))"
+                for g in ("containers", "initContainers")
             ),
         ]
     )
@@ -168,13 +165,15 @@ def _host_rule(path: str, what: str, writable: bool) -> Rule:
     )
 
 
-def _volume_rule(test: Callable[[str], str], message: str, args: tuple[str, ...], field_path: str) -> Rule:
+def _volume_rule(ok: Callable[[str], str], shown: str, message: str, allowed: str) -> Rule:
+    """Every overlay volume passes `ok` (CEL of a volume); the message names `shown` (a field of the volume,
+    e.g. `hostPath.path`) of those that do not, and `allowed` (CEL) what the policy allows."""
     return Rule(
         id="policy",
-        rule=along(f"{_VOLUMES}[]", test),
+        rule=along(f"{_VOLUMES}[]", ok),
         message=message,
-        args=args,
-        field_path=field_path,
+        args=(f"{_VOLUMES}.filter(v, !({ok('v')})).map(v, v.{shown})", allowed),
+        field_path=".spec.podTemplate.spec.volumes",
         reason="FieldValueForbidden",
     )
 
@@ -211,42 +210,28 @@ def _images(c: str) -> str:
 _FREE_IMAGES = "size(params.spec.allowedImagePrefixes) == 0"
 
 POLICY_RULES: tuple[Rule, ...] = (
-    Rule(
-        id="policy",
-        rule=along(f"{_VOLUMES}[]", lambda v: f"!has({v}.hostPath) || {_under(f'{v}.hostPath.path')}"),
-        message=f"host paths %s are not allowed by {WHY}, which allows %s: use a PersistentVolumeClaim, or ask the "
+    _volume_rule(
+        lambda v: f"!has({v}.hostPath) || {_under(f'{v}.hostPath.path')}",
+        "hostPath.path",
+        f"host paths %s are not allowed by {WHY}, which allows %s: use a PersistentVolumeClaim, or ask the "
         "platform team to allow the path",
-        args=(
-            f"{_VOLUMES}.filter(v, has(v.hostPath) && !{_under('v.hostPath.path')}).map(v, v.hostPath.path)",
-            _ALLOWED_LIST,
-        ),
-        field_path=".spec.podTemplate.spec.volumes",
-        reason="FieldValueForbidden",
+        _ALLOWED_LIST,
     ),
-    Rule(
-        id="policy",
-        rule=along(
-            f"{_VOLUMES}[]",
-            lambda v: f"!has({v}.hostPath) || !({_mounted_writable(v)}) || {_under(f'{v}.hostPath.path', True)}",
-        ),
-        message=f"host paths %s are mounted writable, which {WHY} does not allow (it allows %s): mount them with "
+    _volume_rule(
+        lambda v: f"!has({v}.hostPath) || !({_mounted_writable(v)}) || {_under(f'{v}.hostPath.path', True)}",
+        "hostPath.path",
+        f"host paths %s are mounted writable, which {WHY} does not allow (it allows %s): mount them with "
         "readOnly: true",
-        args=(
-            f"{_VOLUMES}.filter(v, has(v.hostPath) && ({_mounted_writable('v')}) && !{_under('v.hostPath.path', True)})"
-            ".map(v, v.hostPath.path)",
-            _ALLOWED_LIST,
-        ),
-        field_path=".spec.podTemplate.spec.volumes",
-        reason="FieldValueForbidden",
+        _ALLOWED_LIST,
     ),
     _host_rule(f"{SPEC}.model.source.hostPath.path", "use a PVC source", False),
     _host_rule(f"{SPEC}.speculative.draftModel.source.hostPath.path", "use a PVC source", False),
     _host_rule(f"{SPEC}.speculative.hiddenStates.storage.hostPath.path", "use a PVC for the hidden states", True),
     _volume_rule(
         _type_allowed,
+        "name",
         f"volumes %s are of types {WHY} does not allow (it allows %s): use another volume type",
-        (f"{_VOLUMES}.filter(v, !({_type_allowed('v')})).map(v, v.name)", "params.spec.allowedVolumeTypes"),
-        ".spec.podTemplate.spec.volumes",
+        "params.spec.allowedVolumeTypes",
     ),
     _volume_rule(
         # A type refused already says it all: the server is judged once the type is allowed.
@@ -254,14 +239,9 @@ POLICY_RULES: tuple[Rule, ...] = (
             f"!has({v}.nfs) || !('nfs' in params.spec.allowedVolumeTypes) || {v}.nfs.server in "
             "params.spec.allowedNfsServers"
         ),
+        "nfs.server",
         f"NFS servers %s are not allowed by {WHY}, which allows %s: use an allowed server, or a PersistentVolumeClaim",
-        (
-            f"{_VOLUMES}.filter(v, has(v.nfs) && 'nfs' in params.spec.allowedVolumeTypes "
-            "&& !(v.nfs.server in params.spec.allowedNfsServers))"
-            ".map(v, v.nfs.server)",
-            "params.spec.allowedNfsServers",
-        ),
-        ".spec.podTemplate.spec.volumes",
+        "params.spec.allowedNfsServers",
     ),
     Rule(
         id="policy",
