@@ -73,6 +73,15 @@ def wait_resource(
     return found
 
 
+def wait_reason(
+    cluster: Cluster, namespace: str, name: str, kind: str, reason: str, timeout: float = 60
+) -> dict[str, Any]:
+    """The resource, once its condition `kind` has `reason`."""
+    return wait_resource(
+        cluster, namespace, name, f"{kind} {reason}", lambda o: condition(o, kind).get("reason") == reason, timeout
+    )
+
+
 def wait_ready(cluster: Cluster, namespace: str, name: str, timeout: float = 90) -> dict[str, Any]:
     """Ready=True for the current generation, with every pod on the current configuration."""
 

@@ -17,7 +17,7 @@ from specinfer_operator.manifests import check
 from specinfer_operator.policy import TenantPolicySpec, policy_problems
 from tests.e2e.conftest import Cluster, wait_until
 from tests.e2e.test_chart import CHART, helm
-from tests.e2e.test_operator import apply, condition, pods, resource, serving, wait_ready, wait_resource
+from tests.e2e.test_operator import apply, condition, pods, resource, serving, wait_ready, wait_reason, wait_resource
 from tests.policycases import CASES, DRIVER, DRIVER_MOUNT, NON_ROOT, spec_of
 from tests.unit.helpers import resource as manifest
 
@@ -126,13 +126,7 @@ def test_the_operator_enforces_the_policy_and_keeps_the_last_valid_configuration
     before = serving(cluster, namespace, "web")
     host_root = {"podTemplate": {"spec": {"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}}}
     apply(cluster, namespace, "web", one_pod(host_root))
-    obj = wait_resource(
-        cluster,
-        namespace,
-        "web",
-        "the policy's refusal",
-        lambda o: condition(o, "ConfigValid").get("reason") == "ForbiddenByPolicy",
-    )
+    obj = wait_reason(cluster, namespace, "web", "ConfigValid", "ForbiddenByPolicy")
     assert 'host paths ["/"] are not allowed by the tenant policy' in condition(obj, "ConfigValid")["message"]
     assert serving(cluster, namespace, "web") == before  # the last valid configuration keeps serving
     apply(cluster, namespace, "fresh", one_pod(host_root))
@@ -164,22 +158,13 @@ def test_pod_security_levels_what_runs_and_what_is_refused_in_the_api_servers_wo
     for (namespace, name), (extra, _) in refusals.items():
         apply(cluster, namespace, name, one_pod(extra))
     for (namespace, name), (_, words) in refusals.items():
-        obj = wait_resource(
-            cluster, namespace, name, "the refusal", lambda o: condition(o, "Degraded").get("reason") == "FailedCreate"
-        )
+        obj = wait_reason(cluster, namespace, name, "Degraded", "FailedCreate")
         message = condition(obj, "Degraded")["message"]
         assert message.startswith("the ReplicaSet cannot create pods: pods "), message
         assert words in message, message
     # A change into what the namespace refuses is rolled back: the last good configuration serves again.
     apply(cluster, baseline, "plain", one_pod(ASCEND_DRIVER))
-    obj = wait_resource(
-        cluster,
-        baseline,
-        "plain",
-        "the rollback",
-        lambda o: condition(o, "Progressing").get("reason") == "RolledBack",
-        timeout=120,
-    )
+    obj = wait_reason(cluster, baseline, "plain", "Progressing", "RolledBack", timeout=120)
     rolled_back = obj["status"]["rollout"]["rolledBack"]
     assert rolled_back["reason"] == "FailedCreate"
     assert "hostPath volumes" in rolled_back["message"]
@@ -197,9 +182,7 @@ def test_a_resource_named_after_another_teams_service_leaves_it_untouched(cluste
     cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(theirs))
     before = cluster.get("service", "-n", namespace, "api")
     apply(cluster, namespace, "api", one_pod())
-    obj = wait_resource(
-        cluster, namespace, "api", "the clash", lambda o: condition(o, "ConfigValid").get("reason") == "NameConflict"
-    )
+    obj = wait_reason(cluster, namespace, "api", "ConfigValid", "NameConflict")
     message = condition(obj, "ConfigValid")["message"]
     assert f"Service {namespace}/api exists and is not this SpeculativeInference's" in message
     assert "(its controller: no controller): it was left untouched" in message
