@@ -28,10 +28,10 @@ from typing import Any
 
 from bench.operator import ROOT, Bench, body, line, local_cluster
 from bench.telemetry import operator, serve, stop
-from specinfer_operator.resource import GROUP, PLURAL, VERSION
-from specinfer_operator.targets import Key
-from specinfer_operator.telemetry import ScrapeConfig, Telemetry
-from specinfer_operator.timestamps import utc_now
+from specinfer_operator.api.resource import GROUP, PLURAL, VERSION
+from specinfer_operator.api.timestamps import utc_now
+from specinfer_operator.telemetry.loop import Telemetry
+from specinfer_operator.telemetry.targets import Key, ScrapeConfig
 from tests.hostile import BEHAVIOURS, Server
 
 HEALTHY, HOSTILE = 500, 5

@@ -25,9 +25,9 @@ from typing import Any
 from kubernetes import client, config, watch
 from prometheus_client.parser import text_string_to_metric_families
 
-from specinfer_operator.children import render
-from specinfer_operator.kube import Kube
-from specinfer_operator.resource import GROUP, PLURAL, VERSION, SpeculativeInference
+from specinfer_operator.api.resource import GROUP, PLURAL, VERSION, SpeculativeInference
+from specinfer_operator.platform.kube import Kube
+from specinfer_operator.render.children import render
 
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER = ROOT / "hack" / "cluster"

@@ -23,8 +23,8 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.operator import ROOT, Bench, body, line, local_cluster, rss_mb
-from specinfer_operator.resource import GROUP, PLURAL, VERSION
-from specinfer_operator.telemetry import ScrapeConfig
+from specinfer_operator.api.resource import GROUP, PLURAL, VERSION
+from specinfer_operator.telemetry.targets import ScrapeConfig
 from tests.hostile import exposition
 
 RESOURCES, REPLICAS = 500, 2

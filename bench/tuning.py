@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specinfer_operator.scrape import read
-from specinfer_operator.tuning import Bounds, Profile, recommend
-from specinfer_operator.window import Counts
+from specinfer_operator.measure.scrape import read
+from specinfer_operator.measure.window import Counts
+from specinfer_operator.tuning.recommendation import Bounds, Profile, recommend
 from specinfer_runtime.argv import vllm_argv
 from tests.engine.conftest import (
     SERVED_NAME,

@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 
-from specinfer_operator.children import render
-from specinfer_operator.manifests import check
+from specinfer_operator.render.admission import check
+from specinfer_operator.render.children import render
 
 ROOT = Path(__file__).resolve().parents[1]
 COUNT = 1000

@@ -19,7 +19,7 @@ import yaml
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from specinfer_operator.crd import crd
+from specinfer_operator.api.crd import crd
 from tests.casetable import load_cases
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -1,3 +1,3 @@
-from specinfer_operator.main import main
+from specinfer_operator.manager.main import main
 
 main()

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from specinfer_operator.scrape import counts
-from specinfer_operator.window import Counts
+from specinfer_operator.measure.scrape import counts
+from specinfer_operator.measure.window import Counts
 from tests.e2e.conftest import Cluster, wait_until
 from tests.e2e.podengine import PodEngine
 from tests.e2e.test_operator import apply, condition, pods, resource

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from specinfer_operator import children
+from specinfer_operator.render import children
 from tests.e2e.conftest import ROOT, Cluster, Operator, wait_until
 from tests.e2e.test_canary import deployments
 from tests.e2e.test_groups import group

@@ -10,10 +10,10 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from specinfer_operator.children import render
-from specinfer_operator.kube import Kube
-from specinfer_operator.manifests import check
-from specinfer_operator.resource import GROUP, PLURAL, VERSION
+from specinfer_operator.api.resource import GROUP, PLURAL, VERSION
+from specinfer_operator.platform.kube import Kube
+from specinfer_operator.render.admission import check
+from specinfer_operator.render.children import render
 from tests.casetable import Case, load_cases
 from tests.e2e.conftest import Cluster
 from tests.unit.helpers import EXAMPLES

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from specinfer_operator.podspec import CONFIG_HASH_ANNOTATION
+from specinfer_operator.api.labels import CONFIG_HASH_ANNOTATION
 from tests.e2e.conftest import Cluster, Operator, admission_policy, wait_until
 from tests.e2e.test_operator import apply, pods, resource, wait_ready, wait_resource
 from tests.hostile import BEHAVIOURS, Behaviour, Server, engine, exposition

@@ -16,7 +16,7 @@ import yaml
 from hypothesis import given, settings
 from kubernetes import client
 
-from specinfer_operator.cli import main
+from specinfer_operator.cli.commands import main
 from tests.e2e.conftest import Cluster, wait_until
 from tests.strategies import resources
 

@@ -13,8 +13,8 @@ import pytest
 import yaml
 from kubernetes import client
 
-from specinfer_operator.manifests import check
-from specinfer_operator.policy import TenantPolicySpec, policy_problems
+from specinfer_operator.api.policy import TenantPolicySpec, policy_problems
+from specinfer_operator.render.admission import check
 from tests.e2e.conftest import Cluster, wait_until
 from tests.e2e.test_chart import CHART, helm
 from tests.e2e.test_operator import apply, condition, pods, resource, serving, wait_ready, wait_reason, wait_resource

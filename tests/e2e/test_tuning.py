@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from specinfer_operator import effective
+from specinfer_operator.api.labels import TUNED_K_ANNOTATION
+from specinfer_operator.tuning import applied
 from tests.e2e.conftest import Cluster, wait_until
 from tests.e2e.podengine import Fleet
 from tests.e2e.test_canary import deployments
@@ -102,7 +103,7 @@ def test_auto_tries_another_k_on_a_canary_judged_on_speed_and_a_pinned_k_can_be_
     k1 = wait_until("a canary of K=1", lambda: canary_hash(cluster, namespace), 90)
     obj = resource(cluster, namespace, NAME)
     assert obj["spec"]["speculative"]["numSpeculativeTokens"] == 2
-    assert json.loads(obj["metadata"]["annotations"][effective.ANNOTATION])["numSpeculativeTokens"] == 1
+    assert json.loads(obj["metadata"]["annotations"][TUNED_K_ANNOTATION])["numSpeculativeTokens"] == 1
     profiles = tuning(obj)["profiles"]
     assert [p["numSpeculativeTokens"] for p in profiles] == [2]
     assert profiles[0]["draftTokens"] >= NEED
@@ -129,14 +130,14 @@ def test_auto_tries_another_k_on_a_canary_judged_on_speed_and_a_pinned_k_can_be_
     assert condition(done, "Degraded")["status"] == "False"  # a slower K is reverted, not a failure
     assert done["spec"]["speculative"]["numSpeculativeTokens"] == 2
     assert [p["numSpeculativeTokens"] for p in tuning(done)["profiles"]] == [1, 2]  # the canary measured K=1
-    annotated = json.loads(done["metadata"]["annotations"][effective.ANNOTATION])["numSpeculativeTokens"]
+    annotated = json.loads(done["metadata"]["annotations"][TUNED_K_ANNOTATION])["numSpeculativeTokens"]
     assert annotated == serving
     wait_until("the canary Deployment to go", lambda: deployments(cluster, namespace) == {NAME: 1})
     stable = done["status"]["configHash"]
 
     # K=4 pinned by hand, its canary aborted by hand: the K that served is put back by itself.
-    pin = effective.annotation(tuning(done)["family"], 4)
-    cluster.kubectl("annotate", "--overwrite", "specinference", "-n", namespace, NAME, f"{effective.ANNOTATION}={pin}")
+    pin = applied.annotation(tuning(done)["family"], 4)
+    cluster.kubectl("annotate", "--overwrite", "specinference", "-n", namespace, NAME, f"{TUNED_K_ANNOTATION}={pin}")
     wait_until("a canary of K=4", lambda: canary_hash(cluster, namespace), 60)
     cluster.kubectl("annotate", "specinference", "-n", namespace, NAME, "specinfer.io/canary=abort")
     back = wait_resource(
@@ -154,6 +155,6 @@ def test_auto_tries_another_k_on_a_canary_judged_on_speed_and_a_pinned_k_can_be_
         120,
     )
     assert "AbortedByHand" in tuning(back)["lastChange"]["message"]
-    assert json.loads(back["metadata"]["annotations"][effective.ANNOTATION])["numSpeculativeTokens"] == serving
+    assert json.loads(back["metadata"]["annotations"][TUNED_K_ANNOTATION])["numSpeculativeTokens"] == serving
     assert f"K=4 reverted to K={serving}" in events(cluster, namespace, "TuningReverted").replace("\n", " ")
     wait_until("the canary Deployment to go", lambda: deployments(cluster, namespace) == {NAME: 1})

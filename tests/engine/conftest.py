@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from specinfer_operator.acceptance import acceptance
+from specinfer_operator.measure.acceptance import acceptance
 from specinfer_runtime.engine import ENGINE_PORT, EngineSpec
 from specinfer_runtime.validation import validate
 from tests.engine.container import Container
@@ -116,7 +116,7 @@ def models(engine_venv: Path, tmp_path_factory: pytest.TempPathFactory) -> TinyM
 
 
 def environment(engine_venv: Path, hf_home: Path, scratch: Path) -> dict[str, str]:
-    """The server's environment: the engine venv first on PATH (its `vllm` is hack/bases/vllm-cpu/vllm), the
+    """The server's environment: the engine venv first on PATH (its `vllm` is images/bases/vllm-cpu/vllm), the
     offline model cache, loopback only."""
     state = scratch / "engine-state"
     state.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 
 Speculation must not change what a greedy request returns: each method's token ids are compared with a
 run without speculation. The spec-decode counters must be exported and read the same by the operator's
-parser (specinfer_operator.acceptance) as they read raw.
+parser (specinfer_operator.measure.acceptance) as they read raw.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from specinfer_operator.acceptance import acceptance, parse
+from specinfer_operator.measure.acceptance import acceptance, parse
 from specinfer_runtime.argv import vllm_argv
 from specinfer_runtime.launcher import listening
 from tests.engine.conftest import (
@@ -41,7 +41,7 @@ PROMPTS = [
     "Speculative decoding drafts tokens cheaply and checks them in one forward pass of the target model.",
 ]
 REPETITIVE = 2  # index in PROMPTS
-# Served from the runtime image when hack/images has built it: the two methods it adds nothing for (ngram)
+# Served from the runtime image when images/build has built it: the two methods it adds nothing for (ngram)
 # and adds arctic-inference for (suffix, built in the image's build stage). Every test below holds for them
 # as for the engine venv's runs, against the same baseline.
 IMAGE_METHODS = ("ngram", "suffix")

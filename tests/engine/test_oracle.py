@@ -22,7 +22,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from specinfer_operator.manifests import check
+from specinfer_operator.render.admission import check
 from specinfer_runtime.argv import vllm_argv
 from specinfer_runtime.engine import EngineSpec
 from specinfer_runtime.validation import field_models

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from specinfer_operator.resource import SpeculativeInference
+from specinfer_operator.api.resource import SpeculativeInference
 from specinfer_runtime.engine import EngineSpec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

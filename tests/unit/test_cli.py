@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specinfer_operator.cli import main
-from specinfer_operator.crd import crd_yaml
+from specinfer_operator.api.crd import crd_yaml
+from specinfer_operator.cli.commands import main
 from tests.unit.helpers import EXAMPLES
 
 INVALID = """\

@@ -10,9 +10,9 @@ import cel
 import pytest
 import yaml
 
-from specinfer_operator.crd import admission_policy, crd, crd_yaml, policy_crd, tenant_admission_policy
-from specinfer_operator.podtemplate import VOLUME_SOURCES
-from specinfer_operator.policy import POLICY_RULES, VolumeType
+from specinfer_operator.api.crd import admission_policy, crd, crd_yaml, policy_crd, tenant_admission_policy
+from specinfer_operator.api.overlay import VOLUME_SOURCES
+from specinfer_operator.api.policy import POLICY_RULES, VolumeType
 from specinfer_runtime.celrules import KUBERNETES_FUNCTIONS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY, generate_latest
 
-import specinfer_operator.metrics  # noqa: F401  (registers the operator's metrics in REGISTRY)
+import specinfer_operator.platform.metrics  # noqa: F401  (registers the operator's metrics in REGISTRY)
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "charts" / "specinfer-operator" / "dashboards" / "specinfer-acceptance.json"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextvars
 import threading
 
-from specinfer_operator.debounce import Debounce
+from specinfer_operator.platform.debounce import Debounce
 
 ORIGIN: contextvars.ContextVar[str] = contextvars.ContextVar("origin", default="none")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specinfer_operator.manifests import check
+from specinfer_operator.render.admission import check
 from specinfer_runtime.methods import METHODS
 from tests.unit.helpers import EXAMPLES
 

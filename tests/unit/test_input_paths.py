@@ -23,7 +23,7 @@ VALID = (EXAMPLES / "ngram.yaml").read_text()
 def specinfer(
     *args: str, stdin: bytes | None = None, shell_redirect: str = "", cwd: Path | None = None, user: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "specinfer_operator.cli", *args]
+    command = [sys.executable, "-m", "specinfer_operator.cli.commands", *args]
     if user:
         command = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *command]
     if shell_redirect:
@@ -97,7 +97,7 @@ def test_closed_stdin_and_stdout() -> None:
 def test_render_into_a_pipe_closed_early(tmp_path: Path) -> None:
     many = tmp_path / "many.yaml"
     many.write_text("---\n".join(VALID.replace("name: llama3-ngram", f"name: n{i}") for i in range(300)))
-    command = " ".join([sys.executable, "-m", "specinfer_operator.cli", "render", str(many)])
+    command = " ".join([sys.executable, "-m", "specinfer_operator.cli.commands", "render", str(many)])
     result = subprocess.run(
         ["bash", "-c", f"set -o pipefail; {command} | head -c 100 >/dev/null"],
         capture_output=True,

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from specinfer_operator.observation import moved, observed, update
-from specinfer_operator.service_settings import TelemetrySettings
-from specinfer_operator.status import Desired, Observed, Verdict, compute
-from specinfer_operator.window import Counts, Failure, Figures
+from specinfer_operator.api.service import TelemetrySettings
+from specinfer_operator.controller.conditions import Desired, Observed, Verdict, compute
+from specinfer_operator.measure.window import Counts, Failure, Figures
+from specinfer_operator.telemetry.observation import moved, observed, update
 
 T0, T1, LATER = "2026-11-23T10:00:00Z", "2026-11-23T10:00:30Z", "2026-11-23T10:05:00Z"
 SETTINGS = TelemetrySettings(min_drafts=100, min_mean_acceptance_length=1.5)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from specinfer_operator.children import RenderDefaults, config_hash, family_hash, render
-from specinfer_operator.manifests import check
+from specinfer_operator.render.admission import check
+from specinfer_operator.render.children import RenderDefaults, config_hash, family_hash, render
 from tests.unit.helpers import cr
 
 BASE: dict[str, Any] = {

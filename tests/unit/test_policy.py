@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from specinfer_operator.manifests import check
-from specinfer_operator.policy import TenantPolicySpec, policy_problems
+from specinfer_operator.api.policy import TenantPolicySpec, policy_problems
+from specinfer_operator.render.admission import check
 from tests.policycases import CASES, spec_of
 from tests.unit.helpers import resource
 from tests.unit.test_input_paths import refused, specinfer

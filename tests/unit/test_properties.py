@@ -14,9 +14,9 @@ from unittest import mock
 import yaml
 from hypothesis import given, settings
 
-from specinfer_operator.children import render
-from specinfer_operator.cli import main
-from specinfer_operator.manifests import check
+from specinfer_operator.cli.commands import main
+from specinfer_operator.render.admission import check
+from specinfer_operator.render.children import render
 from tests.strategies import resources
 
 # A generous bound per example: the check is for hangs, not speed (bench/ measures speed).

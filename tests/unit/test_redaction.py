@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from specinfer_operator.health import pod_problem
+from specinfer_operator.controller.health import pod_problem
 from specinfer_runtime.fetch import fetch_draft
 from specinfer_runtime.redaction import MASK, redact, token_problem
 from tests.unit.helpers import engine

@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from specinfer_operator.children import RenderDefaults
-from specinfer_operator.context import Context
-from specinfer_operator.refresh import refresh
+from specinfer_operator.controller.context import Context
+from specinfer_operator.controller.refresh import Refreshes
+from specinfer_operator.render.children import RenderDefaults
 
 
 class SlowKube:
@@ -31,14 +31,15 @@ def context(kube: SlowKube) -> Context:
 
 def test_an_event_during_a_refresh_runs_it_once_more() -> None:
     kube = SlowKube()
-    ctx = context(kube)
-    running = threading.Thread(target=refresh, args=("ns", "r", ctx))
+    refreshes = Refreshes(context(kube))
+    running = threading.Thread(target=refreshes.refresh, args=("ns", "r"))
     running.start()
     assert kube.first_read.wait(5)
     for _ in range(5):  # a burst while the first refresh is in flight: coalesced, not dropped
-        refresh("ns", "r", ctx)
+        refreshes.refresh("ns", "r")
     kube.go.set()
     running.join(5)
     assert kube.reads == 2
-    refresh("ns", "r", ctx)  # and a later event runs again
+    refreshes.refresh("ns", "r")  # and a later event runs again
     assert kube.reads == 3
+    refreshes.stop()

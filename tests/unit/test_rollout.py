@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from specinfer_operator import rollout
-from specinfer_operator.health import health
-from specinfer_operator.status import Observed, Verdict, compute, transitions
+from specinfer_operator.controller import arrangement
+from specinfer_operator.controller.conditions import Observed, Verdict, compute, transitions
+from specinfer_operator.controller.health import health
 from tests.unit.test_status import DESIRED, NOW, conditions, deployment
 
 LATER = "2026-01-01T00:10:00Z"
@@ -55,29 +55,29 @@ def test_a_configuration_serving_everywhere_becomes_the_last_good_one() -> None:
 
 def test_failures_are_the_new_configurations_own() -> None:
     live = Observed(deployment(DESIRED.config_hash, ready=1, updated=1), [pod("good"), pod(DESIRED.config_hash)])
-    assert rollout.failure(DESIRED, live, health(DESIRED, live)) is None  # still starting
+    assert arrangement.failure(DESIRED, live, health(DESIRED, live)) is None  # still starting
     crashing = Observed(live.deployment, [pod("good"), pod(DESIRED.config_hash, "CrashLoopBackOff", PREFLIGHT)])
-    reason, message = rollout.failure(DESIRED, crashing, health(DESIRED, crashing)) or ("", "")
+    reason, message = arrangement.failure(DESIRED, crashing, health(DESIRED, crashing)) or ("", "")
     assert reason == "CrashLoopBackOff"
     assert PREFLIGHT in message
     # A first failed pull may be the registry's hiccup: the kubelet retries before it counts.
     pulling = Observed(live.deployment, [pod(DESIRED.config_hash, "ErrImagePull")])
-    assert rollout.failure(DESIRED, pulling, health(DESIRED, pulling)) is None
+    assert arrangement.failure(DESIRED, pulling, health(DESIRED, pulling)) is None
     backoff = Observed(live.deployment, [pod(DESIRED.config_hash, "ImagePullBackOff")])
-    assert (rollout.failure(DESIRED, backoff, health(DESIRED, backoff)) or ("",))[0] == "ImagePullBackOff"
+    assert (arrangement.failure(DESIRED, backoff, health(DESIRED, backoff)) or ("",))[0] == "ImagePullBackOff"
     # An old pod crashing is not the new configuration's doing.
     old_crash = Observed(live.deployment, [pod("good", "CrashLoopBackOff", "oom"), pod(DESIRED.config_hash)])
-    assert rollout.failure(DESIRED, old_crash, health(DESIRED, old_crash)) is None
+    assert arrangement.failure(DESIRED, old_crash, health(DESIRED, old_crash)) is None
     late = deployment(DESIRED.config_hash, ready=1, updated=1)
     late["status"]["conditions"] = [{"type": "Progressing", "reason": "ProgressDeadlineExceeded", "message": "slow"}]
     stuck = Observed(late, [pod("good"), pod(DESIRED.config_hash)])
-    assert rollout.failure(DESIRED, stuck, health(DESIRED, stuck)) == ("ProgressDeadlineExceeded", "slow")
+    assert arrangement.failure(DESIRED, stuck, health(DESIRED, stuck)) == ("ProgressDeadlineExceeded", "slow")
 
 
 def test_a_rollback_needs_a_different_last_good_configuration() -> None:
     crashing = Observed(deployment(DESIRED.config_hash, ready=1), [pod(DESIRED.config_hash, "CrashLoopBackOff", "x")])
     state = health(DESIRED, crashing)
-    record = rollout.decide(good_status(), DESIRED, crashing, state, 4, LATER)
+    record = arrangement.decide_rollback(good_status(), DESIRED, crashing, state, 4, LATER)
     assert record == {
         "configHash": DESIRED.config_hash,
         "generation": 4,
@@ -85,16 +85,16 @@ def test_a_rollback_needs_a_different_last_good_configuration() -> None:
         "message": record["message"] if record else "",
         "time": LATER,
     }
-    assert rollout.decide({}, DESIRED, crashing, state, 4, LATER) is None  # nothing served before
+    assert arrangement.decide_rollback({}, DESIRED, crashing, state, 4, LATER) is None  # nothing served before
     first = compute(3, Verdict(True), DESIRED, Observed(deployment(DESIRED.config_hash), []), {}, NOW)
-    assert rollout.decide(first, DESIRED, crashing, state, 4, LATER) is None  # it was this one
+    assert arrangement.decide_rollback(first, DESIRED, crashing, state, 4, LATER) is None  # it was this one
 
 
 def test_a_rollback_holds_for_its_generation_and_configuration_only() -> None:
     status = {**good_status(), "rollout": {"rolledBack": {"configHash": "bad", "generation": 4}}}
-    assert rollout.in_force(status, 4, "bad") == {"configHash": "bad", "generation": 4}
-    assert rollout.in_force(status, 5, "bad") is None  # the spec changed: try again
-    assert rollout.in_force(status, 4, "good") is None  # Auto tuning moved K back: nothing to hold
+    assert arrangement.rollback_in_force(status, 4, "bad") == {"configHash": "bad", "generation": 4}
+    assert arrangement.rollback_in_force(status, 5, "bad") is None  # the spec changed: try again
+    assert arrangement.rollback_in_force(status, 4, "good") is None  # Auto tuning moved K back: nothing to hold
 
 
 def test_the_restored_deployment_has_the_last_good_template() -> None:
@@ -107,16 +107,16 @@ def test_the_restored_deployment_has_the_last_good_template() -> None:
         "spec": {"containers": [{"name": "engine", "image": "runtime:1"}]},
     }
     other = {"spec": {"template": {"metadata": {"annotations": {"specinfer.io/config-hash": "bad"}}}}}
-    back = rollout.restored(wanted, [other, {"spec": {"template": good_template}}], "good")
+    back = arrangement.with_templates_of(wanted, [other, {"spec": {"template": good_template}}], "good")
     assert back is not None
     assert back["spec"]["replicas"] == 2  # the spec's own settings stay
     assert back["spec"]["template"]["metadata"]["labels"] == {"a": "b"}  # the controller adds its hash back
     assert back["spec"]["template"]["spec"] == good_template["spec"]
     assert "pod-template-hash" in good_template["metadata"]["labels"]  # the ReplicaSet is not modified
-    assert rollout.restored(wanted, [other], "good") is None
+    assert arrangement.with_templates_of(wanted, [other], "good") is None
     # The live Deployment already running it serves as well (no ReplicaSet read while rolled back).
     live = {"spec": {"replicas": 2, "template": back["spec"]["template"]}}
-    assert rollout.restored(wanted, [live], "good") == back
+    assert arrangement.with_templates_of(wanted, [live], "good") == back
 
 
 def test_the_status_of_a_rolled_back_resource_describes_what_serves() -> None:
@@ -168,7 +168,7 @@ def test_pods_that_pod_security_refuses_are_the_configurations_failure_in_the_ap
     state = health(DESIRED, refused)
     assert (state.reason, state.degraded) == ("FailedCreate", True)
     assert state.message == f"the ReplicaSet cannot create pods: {words}"
-    assert rollout.failure(DESIRED, refused, state) == ("FailedCreate", state.message)
+    assert arrangement.failure(DESIRED, refused, state) == ("FailedCreate", state.message)
     # A quota may free up: no rollback for it, only Degraded.
     quota = refused_by('pods "demo-6d8f-x2" is forbidden: exceeded quota: npus, requested: huawei.com/Ascend910=8')
-    assert rollout.failure(DESIRED, quota, health(DESIRED, quota)) is None
+    assert arrangement.failure(DESIRED, quota, health(DESIRED, quota)) is None

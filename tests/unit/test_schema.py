@@ -9,7 +9,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from specinfer_operator.cli import main
+from specinfer_operator.cli.commands import main
 from tests.casetable import load_cases
 from tests.unit.helpers import EXAMPLES, example, resource
 

@@ -7,12 +7,12 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from specinfer_operator.acceptance import COUNTERS
-from specinfer_operator.exposition import samples
-from specinfer_operator.scrape import COUNTERS as READ
-from specinfer_operator.scrape import LIMIT, Endpoint, ScrapeError, counts, scrape
-from specinfer_operator.timing import Steps
-from specinfer_operator.window import Counts
+from specinfer_operator.measure.acceptance import COUNTERS
+from specinfer_operator.measure.exposition import samples
+from specinfer_operator.measure.scrape import COUNTERS as READ
+from specinfer_operator.measure.scrape import LIMIT, Endpoint, ScrapeError, counts, scrape
+from specinfer_operator.measure.timing import Steps
+from specinfer_operator.measure.window import Counts
 from tests.hostile import BEHAVIOURS, CHUNKED, OK_HEAD, REAL, Behaviour, answer, send, serving
 
 TIMEOUT = 0.5

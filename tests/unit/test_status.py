@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from specinfer_operator.children import RenderDefaults
-from specinfer_operator.context import desired_of
-from specinfer_operator.health import unschedulable_message
-from specinfer_operator.reconcile import capacity_problem, status_patch
-from specinfer_operator.refresh import drifted
-from specinfer_operator.status import Observed, Verdict, compute, transitions
+from specinfer_operator.controller.conditions import Observed, Verdict, compute, transitions
+from specinfer_operator.controller.context import desired_of
+from specinfer_operator.controller.health import unschedulable_message
+from specinfer_operator.controller.publish import status_patch
+from specinfer_operator.controller.reconcile import capacity_problem
+from specinfer_operator.controller.refresh import drifted
+from specinfer_operator.render.children import RenderDefaults
 from tests.unit.helpers import cr, example
 
 NOW, LATER = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"

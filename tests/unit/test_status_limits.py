@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from specinfer_operator.status_limits import ELLIPSIS, clamp, status_schema
+from specinfer_operator.api.schema_limits import ELLIPSIS, clamp, status_schema
 
 
 def test_the_limits_come_from_the_generated_crd() -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from specinfer_operator.scrape import Endpoint
-from specinfer_operator.targets import Target, Watched, target_of
+from specinfer_operator.measure.scrape import Endpoint
+from specinfer_operator.telemetry.targets import Target, Watched, target_of
 
 
 def pod(

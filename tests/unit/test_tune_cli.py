@@ -17,10 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tests.strategies  # noqa: F401  (the ci profile)
-from specinfer_operator.acceptance import COUNTERS, acceptance
-from specinfer_operator.cli import main
-from specinfer_operator.tune import counters, pool
-from specinfer_operator.tuning import Bounds, Profile, recommend
+from specinfer_operator.cli.commands import main
+from specinfer_operator.cli.tune import counters, pool
+from specinfer_operator.measure.acceptance import COUNTERS, acceptance
+from specinfer_operator.tuning.recommendation import Bounds, Profile, recommend
 from tests.unit.test_input_paths import refused, specinfer
 
 DATA = Path(__file__).parent / "data"

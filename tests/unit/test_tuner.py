@@ -7,14 +7,16 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from specinfer_operator import canary, effective, tuner
-from specinfer_operator.children import RenderDefaults, family_hash
-from specinfer_operator.context import desired_of
-from specinfer_operator.manifests import check
-from specinfer_operator.rollout_settings import CanarySettings
-from specinfer_operator.status import Observed, Verdict, compute
-from specinfer_operator.timing import Steps
-from specinfer_operator.window import Counts, Figures
+from specinfer_operator.api.labels import TUNED_K_ANNOTATION
+from specinfer_operator.api.rollout import CanarySettings
+from specinfer_operator.controller import canary
+from specinfer_operator.controller.conditions import Observed, Verdict, compute
+from specinfer_operator.controller.context import desired_of
+from specinfer_operator.measure.timing import Steps
+from specinfer_operator.measure.window import Counts, Figures
+from specinfer_operator.render.admission import check
+from specinfer_operator.render.children import RenderDefaults, family_hash
+from specinfer_operator.tuning import applied, auto
 from specinfer_runtime.tuning_settings import TuningSettings
 from tests.unit.helpers import example, resource
 from tests.unit.test_status import NOW, deployment
@@ -35,12 +37,12 @@ def body(
     out = resource(spec, name="demo", namespace="ml", uid="u1")
     if tuned is not None:
         family = family_hash(check(out).value, RenderDefaults())  # type: ignore[arg-type]
-        out["metadata"]["annotations"] = {effective.ANNOTATION: effective.annotation(family, tuned)}
+        out["metadata"]["annotations"] = {TUNED_K_ANNOTATION: applied.annotation(family, tuned)}
     return out
 
 
-def resolve(obj: dict[str, Any]) -> effective.Effective:
-    found = effective.resolve(obj, check(obj), lambda c: family_hash(c, RenderDefaults()), check)
+def resolve(obj: dict[str, Any]) -> applied.Effective:
+    found = applied.resolve(obj, check(obj), lambda c: family_hash(c, RenderDefaults()), check)
     assert found is not None
     return found
 
@@ -70,10 +72,10 @@ def test_the_annotation_counts_only_in_auto_for_its_family_and_within_bounds() -
     assert "outside minK 1 to maxK 4" in over.warning
     assert resolve(body(k=4, tuned=6, maxK=8)).resource.spec.speculative.num_speculative_tokens == 6
     garbage = body()
-    garbage["metadata"]["annotations"] = {effective.ANNOTATION: "{not json"}
+    garbage["metadata"]["annotations"] = {TUNED_K_ANNOTATION: "{not json"}
     assert "not JSON" in (resolve(garbage).warning or "")
     huge = body()
-    huge["metadata"]["annotations"] = {effective.ANNOTATION: json.dumps({"pad": "x" * 5000})}
+    huge["metadata"]["annotations"] = {TUNED_K_ANNOTATION: json.dumps({"pad": "x" * 5000})}
     assert "longer than" in (resolve(huge).warning or "")
 
 
@@ -94,7 +96,7 @@ def figures(k: int, accepted: tuple[int, ...], steps: int, seconds: float, batch
 def status(
     serving: int = 4, requested: int = 4, mode: str = "Auto", tuned: int | None = None, **extra: Any
 ) -> dict[str, Any]:
-    tuning = tuner.carry(None, mode, "fam", requested, serving, tuned)
+    tuning = auto.carry(None, mode, "fam", requested, serving, tuned)
     return {
         "configHash": "h",
         "conditions": [{"type": "Ready", "status": "True", "reason": "Ready"}],
@@ -104,13 +106,13 @@ def status(
     }
 
 
-def apply(current: dict[str, Any], change: tuner.Update) -> dict[str, Any]:
+def apply(current: dict[str, Any], change: auto.Update) -> dict[str, Any]:
     return {**current, "tuning": {**current["tuning"], **change.patch["tuning"]}}
 
 
 def test_the_first_profile_asks_for_a_second_k_and_auto_applies_it() -> None:
     # ngram: 1,000 decode steps of 4 ms, accepted 800/600/400/200 at positions 0-3.
-    first = tuner.update(status(), AUTO, [(4, figures(4, (800, 600, 400, 200), 1000, 4.0))], NOW, 256)
+    first = auto.update(status(), AUTO, [(4, figures(4, (800, 600, 400, 200), 1000, 4.0))], NOW, 256)
     assert first is not None
     profile = first.patch["tuning"]["profiles"][0]
     assert (profile["numSpeculativeTokens"], profile["stepMilliseconds"], profile["acceptedPerStep"]) == (
@@ -125,11 +127,11 @@ def test_the_first_profile_asks_for_a_second_k_and_auto_applies_it() -> None:
     assert [e[1] for e in first.events] == ["TuningRecommendation", "TuningChange"]
     # The same figures again: nothing to write, nothing to do while the change is under way.
     again = apply(status(), first)
-    assert tuner.update(again, AUTO, [(4, figures(4, (800, 600, 400, 200), 1000, 4.0))], NOW, 256) is None
+    assert auto.update(again, AUTO, [(4, figures(4, (800, 600, 400, 200), 1000, 4.0))], NOW, 256) is None
 
 
 def test_recommend_only_reports() -> None:
-    found = tuner.update(status(mode="Recommend"), AUTO, [(4, figures(4, (800, 600, 400, 200), 1000, 4.0))], NOW, 256)
+    found = auto.update(status(mode="Recommend"), AUTO, [(4, figures(4, (800, 600, 400, 200), 1000, 4.0))], NOW, 256)
     assert found is not None
     assert found.apply is None
     assert "lastChange" not in found.patch["tuning"]
@@ -137,7 +139,7 @@ def test_recommend_only_reports() -> None:
 
 def test_too_little_evidence_makes_no_profile() -> None:
     thin = TuningSettings(mode="Auto", min_draft_tokens=100_000)
-    assert tuner.update(status(), thin, [(4, figures(4, (800, 600, 400, 200), 1000, 4.0))], NOW, 256) is None
+    assert auto.update(status(), thin, [(4, figures(4, (800, 600, 400, 200), 1000, 4.0))], NOW, 256) is None
 
 
 def two_profiles() -> dict[str, Any]:
@@ -145,7 +147,7 @@ def two_profiles() -> dict[str, Any]:
     serves more tokens per second (2.6 tokens in 4 ms against 3.0 in 6 ms)."""
     current = status()
     for k, accepted, seconds in ((4, (900, 700, 300, 100), 6.0), (2, (900, 700), 4.0)):
-        change = tuner.update(
+        change = auto.update(
             current,
             TuningSettings(mode="Recommend", min_draft_tokens=100),
             [(k, figures(k, accepted, 1000, seconds))],
@@ -170,28 +172,28 @@ def test_auto_waits_for_the_interval_and_for_a_ready_resource() -> None:
     current["tuning"]["mode"] = "Auto"
     recent = {"fromK": 2, "toK": 4, "result": "Promoted", "message": "", "time": NOW}
     current["tuning"]["lastChange"] = recent
-    assert tuner.update(current, AUTO, [], "2026-01-01T00:05:00Z", 256) is None  # 5 min < 10 min
-    moved = tuner.update(current, AUTO, [], LATER, 256)
+    assert auto.update(current, AUTO, [], "2026-01-01T00:05:00Z", 256) is None  # 5 min < 10 min
+    moved = auto.update(current, AUTO, [], LATER, 256)
     assert moved is not None
     assert moved.apply == 2
     busy = {**current, "rollout": {"canary": {"configHash": "x", "phase": "Canary"}}}
-    assert tuner.update(busy, AUTO, [], LATER, 256) is None
+    assert auto.update(busy, AUTO, [], LATER, 256) is None
     degraded = {**current, "conditions": [{"type": "Ready", "status": "False", "reason": "RolledBack"}]}
-    assert tuner.update(degraded, AUTO, [], LATER, 256) is None
+    assert auto.update(degraded, AUTO, [], LATER, 256) is None
 
 
 def test_a_change_under_way_ends_promoted_or_reverted() -> None:
     trying = {"fromK": 4, "toK": 2, "result": "Trying", "message": "", "time": NOW}
     promoted = status(serving=2)
     promoted["tuning"]["lastChange"] = trying
-    done = tuner.update(promoted, AUTO, [], LATER, 256)
+    done = auto.update(promoted, AUTO, [], LATER, 256)
     assert done is not None
     assert done.patch["tuning"]["lastChange"]["result"] == "Promoted"
     assert done.apply is None
     slower = {"configHash": "k2", "generation": 3, "reason": "SpeedBelowStable", "message": "canary 300 vs 350"}
     reverted = status(serving=4, tuned=2, rollout={"rolledBack": slower})
     reverted["tuning"]["lastChange"] = trying
-    back = tuner.update(reverted, AUTO, [], LATER, 256)
+    back = auto.update(reverted, AUTO, [], LATER, 256)
     assert back is not None
     assert back.patch["tuning"]["lastChange"]["result"] == "Reverted"
     assert "SpeedBelowStable: canary 300 vs 350" in back.patch["tuning"]["lastChange"]["message"]
@@ -202,7 +204,7 @@ def test_a_change_under_way_ends_promoted_or_reverted() -> None:
 def test_a_k_pinned_by_hand_and_rolled_back_is_reverted_too() -> None:
     slower = {"configHash": "k8", "generation": 3, "reason": "SpeedBelowStable", "message": "canary 120 vs 180"}
     pinned = status(serving=4, tuned=8, rollout={"rolledBack": slower})
-    back = tuner.update(pinned, AUTO, [], LATER, 256)
+    back = auto.update(pinned, AUTO, [], LATER, 256)
     assert back is not None
     assert back.apply == 4
     change = back.patch["tuning"]["lastChange"]
@@ -214,24 +216,24 @@ def test_a_reverted_k_is_not_tried_again_soon() -> None:
     current["tuning"]["mode"] = "Auto"
     current["tuning"]["lastChange"] = {"fromK": 4, "toK": 2, "result": "Reverted", "message": "", "time": NOW}
     # 20 minutes on, minIntervalSeconds (10) has passed, but not 4 times it.
-    assert tuner.update(current, AUTO, [], "2026-01-01T00:20:00Z", 256) is None
-    again = tuner.update(current, AUTO, [], LATER, 256)
+    assert auto.update(current, AUTO, [], "2026-01-01T00:20:00Z", 256) is None
+    again = auto.update(current, AUTO, [], LATER, 256)
     assert again is not None
     assert again.apply == 2
 
 
 def test_status_tuning_keeps_its_evidence_within_a_family_only() -> None:
-    kept = tuner.carry({"family": "a", "profiles": [{"k": 1}], "lastChange": {"x": 1}}, "Auto", "a", 4, 2)
+    kept = auto.carry({"family": "a", "profiles": [{"k": 1}], "lastChange": {"x": 1}}, "Auto", "a", 4, 2)
     assert kept is not None
     assert (kept["profiles"], kept["effectiveNumSpeculativeTokens"], kept["requestedNumSpeculativeTokens"]) == (
         [{"k": 1}],
         2,
         4,
     )
-    fresh = tuner.carry({"family": "a", "profiles": [{"k": 1}]}, "Auto", "b", 4, 4)
+    fresh = auto.carry({"family": "a", "profiles": [{"k": 1}]}, "Auto", "b", 4, 4)
     assert fresh is not None
     assert "profiles" not in fresh
-    assert tuner.carry({"family": "a"}, "Off", "a", 4, 4) is None
+    assert auto.carry({"family": "a"}, "Off", "a", 4, 4) is None
 
 
 def speed_figures(config: str, tokens_per_step: float, milliseconds: float) -> dict[str, Any]:
@@ -298,7 +300,7 @@ def test_profiles_at_different_batch_sizes_are_kept_apart_and_give_a_schedule() 
     for batch in (1.0, 16.0):
         for k in (4, 2):
             measured = figures(k, accepted[:k], 1600, 1600 * seconds(k, batch), batch)
-            change = tuner.update(current, recommend_only, [(k, measured)], NOW, 64)
+            change = auto.update(current, recommend_only, [(k, measured)], NOW, 64)
             assert change is not None
             current = apply(current, change)
     kept = [(p["numSpeculativeTokens"], p["decodeBatch"]) for p in current["tuning"]["profiles"]]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from specinfer_operator.timing import Steps
-from specinfer_operator.tuning import (
+from specinfer_operator.measure.timing import Steps
+from specinfer_operator.measure.window import Counts
+from specinfer_operator.tuning.recommendation import (
     Bounds,
     Cost,
     Profile,
@@ -14,7 +15,6 @@ from specinfer_operator.tuning import (
     recommend,
     tokens_per_step,
 )
-from specinfer_operator.window import Counts
 
 # Accepted at position p per decode step, as ngram on repetitive prompts gives them (every step drafts).
 NGRAM = (0.86, 0.75, 0.58, 0.44, 0.33, 0.25, 0.19, 0.14)

@@ -15,11 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tests.strategies  # noqa: F401  (the ci profile)
-from specinfer_operator import tuner
-from specinfer_operator.acceptance import MAX_COUNT
-from specinfer_operator.timing import Steps
-from specinfer_operator.tuning import Bounds, Profile, recommend
-from specinfer_operator.window import Counts, Figures
+from specinfer_operator.measure.acceptance import MAX_COUNT
+from specinfer_operator.measure.timing import Steps
+from specinfer_operator.measure.window import Counts, Figures
+from specinfer_operator.tuning import auto
+from specinfer_operator.tuning.recommendation import Bounds, Profile, recommend
 from specinfer_runtime.tokens import ASCEND_MAX_SPECULATIVE_TOKENS as MAX_K
 from specinfer_runtime.tuning_settings import TuningSettings
 
@@ -94,7 +94,7 @@ def test_a_tuning_update_never_raises_on_any_figures(
     }
     settings_ = TuningSettings(mode=mode, min_k=min_k, min_draft_tokens=1)  # type: ignore[arg-type]
     for _ in range(3):  # the profiles go into the status and come back from it
-        change = tuner.update(status, settings_, measured, "2026-11-25T12:00:00Z", max_batch)
+        change = auto.update(status, settings_, measured, "2026-11-25T12:00:00Z", max_batch)
         if change is None:
             break
         status["tuning"] = {**status["tuning"], **change.patch["tuning"]}

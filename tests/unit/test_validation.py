@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specinfer_operator.manifests import check
+from specinfer_operator.render.admission import check
 from specinfer_runtime.methods import METHODS
 from tests.unit.helpers import EXAMPLES, example, resource
 
@@ -86,7 +86,7 @@ def test_one_example_per_method_all_clean() -> None:
 
 @pytest.mark.parametrize("method", METHODS)
 def test_every_method_is_documented_in_the_schema(method: str) -> None:
-    from specinfer_operator.crd import crd
+    from specinfer_operator.api.crd import crd
 
     schema = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     field = schema["properties"]["spec"]["properties"]["speculative"]["properties"]["method"]

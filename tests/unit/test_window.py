@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from specinfer_operator.scrape import counts
-from specinfer_operator.window import Counts, History, Sample, aggregate, increase
+from specinfer_operator.measure.scrape import counts
+from specinfer_operator.measure.window import Counts, History, Sample, aggregate, increase
 
 DATA = Path(__file__).parent / "data" / "metrics"
 

@@ -7,12 +7,13 @@ import copy
 from dataclasses import replace
 from typing import Any
 
-from specinfer_operator import canary, rollout, workload
-from specinfer_operator.children import RenderDefaults, config_hash, engine_config_json, render
-from specinfer_operator.context import desired_of
-from specinfer_operator.health import health
-from specinfer_operator.reconcile import capacity_problem
-from specinfer_operator.status import Observed
+from specinfer_operator.controller import arrangement, canary
+from specinfer_operator.controller.conditions import Observed
+from specinfer_operator.controller.context import desired_of
+from specinfer_operator.controller.health import health
+from specinfer_operator.controller.reconcile import capacity_problem
+from specinfer_operator.render import workload
+from specinfer_operator.render.children import RenderDefaults, config_hash, engine_config_json, render
 from tests.unit.helpers import cr, example
 
 SPEC = {**example("multinode/deepseek-v3.2-mtp")["spec"]}
@@ -112,11 +113,11 @@ def test_a_groups_canary_and_rollback() -> None:
         template["metadata"]["annotations"]["specinfer.io/config-hash"] = "good"
     revision = {"data": {"spec": {"leaderWorkerTemplate": {**good, "$patch": "replace"}, "networkConfig": {}}}}
     history = workload.history_entries(workload.LEADER_WORKER_SET, [revision])
-    back = rollout.restored(lws, history, "good")
+    back = arrangement.with_templates_of(lws, history, "good")
     assert back is not None
     assert back["spec"]["leaderWorkerTemplate"] == good  # without the patch directive
     assert back["metadata"] == lws["metadata"]
-    assert rollout.restored(lws, history, "other") is None
+    assert arrangement.with_templates_of(lws, history, "other") is None
     assert workload.history_query(lws) == (
         "apps/v1",
         "controllerrevisions",

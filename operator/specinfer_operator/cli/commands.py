@@ -1,0 +1,252 @@
+"""The `specinfer` command: validate and render manifests, print the CRD or an editor schema, recommend K."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, NoReturn, TextIO
+
+import yaml
+
+from specinfer_operator import __version__
+from specinfer_operator.api.crd import crd_yaml, editor_schema
+from specinfer_operator.api.policy import TenantPolicySpec
+from specinfer_operator.api.resource import SpeculativeInference
+from specinfer_operator.cli import tune
+from specinfer_operator.cli.kubeyaml import ManifestError
+from specinfer_operator.cli.manifests import Document, Item, LoadFailure, Skipped, load, load_policy
+from specinfer_operator.render.admission import check
+from specinfer_operator.render.children import DEFAULT_NPU_RESOURCE, DEFAULT_RUNTIME_IMAGE, RenderDefaults, render
+from specinfer_runtime.validation import Problem, Report
+
+EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
+
+
+def _problem_dict(problem: Problem) -> dict[str, str]:
+    return {"path": problem.path, "message": problem.message, "rule": problem.rule}
+
+
+def _name(doc: Document) -> str | None:
+    meta = doc.data.get("metadata") if isinstance(doc.data, dict) else None
+    return meta.get("name") if isinstance(meta, dict) else None
+
+
+def _warnings(doc: Document, report: Report[SpeculativeInference]) -> list[Problem]:
+    tags = [Problem("", f"tag {t} ignored: kubectl reads the value as plain text", "yaml") for t in doc.custom_tags]
+    return [*tags, *report.warnings]
+
+
+@dataclass
+class Tally:
+    """What a run went through: the summary line and the exit code come from it."""
+
+    checked: int = 0
+    invalid: int = 0
+    failed: int = 0
+    skipped: list[Skipped] = field(default_factory=list)
+
+    def summary(self) -> str:
+        parts = [f"{len(self.skipped)} skipped (-v says why)"] if self.skipped else []
+        if self.failed:
+            parts.insert(0, f"{self.failed} unreadable")
+        if self.checked:
+            valid = self.checked - self.invalid
+            head = f"{self.checked} SpeculativeInference checked: {valid} valid, {self.invalid} invalid"
+        else:
+            head = "no SpeculativeInference found" if not self.failed else "no SpeculativeInference checked"
+        return "; ".join([head, *parts])
+
+    def code(self) -> int:
+        return EXIT_UNREADABLE if self.failed else EXIT_INVALID if self.invalid else EXIT_OK
+
+
+def _tally(item: Item, tally: Tally, err: TextIO, verbose: bool) -> Document | None:
+    """Count a failure or a skip (and say so); hand documents on."""
+    if isinstance(item, LoadFailure):
+        tally.failed += 1
+        print(str(item), file=err)
+        return None
+    if isinstance(item, Skipped):
+        tally.skipped.append(item)
+        if verbose:
+            print(str(item), file=err)
+        return None
+    tally.checked += 1
+    return item
+
+
+def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    results: list[dict[str, Any]] = []
+    tally = Tally()
+    try:
+        policy = load_policy(args.policy) if args.policy else TenantPolicySpec()
+    except ManifestError as error:
+        print(f"specinfer validate: --policy {error}", file=err)
+        return EXIT_UNREADABLE
+    for item in load(args.paths):
+        if isinstance(item, LoadFailure):
+            results.append({"file": item.source, "error": item.reason})
+        elif isinstance(item, Skipped):
+            results.append({"file": item.source, "skipped": item.reason})
+        doc = _tally(item, tally, err if args.output == "text" else io.StringIO(), args.verbose)
+        if doc is None:
+            continue
+        report = check(doc.data, policy)
+        tally.invalid += not report.ok
+        warnings = _warnings(doc, report)
+        results.append(
+            {
+                "file": doc.source,
+                "document": doc.index,
+                "name": _name(doc),
+                "valid": report.ok,
+                "errors": [_problem_dict(p) for p in report.errors],
+                "warnings": [_problem_dict(p) for p in warnings],
+            }
+        )
+        if args.output == "text":
+            for problem in report.errors:
+                print(f"{doc.label}: {problem}", file=out)
+            for warning in warnings:
+                print(f"{doc.label}: warning: {warning}", file=err)
+    if args.output == "json":
+        json.dump(results, out, indent=2)
+        out.write("\n")
+    elif not args.quiet:
+        print(tally.summary(), file=err)
+    return tally.code()
+
+
+def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    defaults = RenderDefaults(runtime_image=args.runtime_image, npu_resource_name=args.npu_resource_name)
+    objects: list[dict[str, Any]] = []
+    tally = Tally()
+    for item in load(args.paths):
+        doc = _tally(item, tally, err, args.verbose)
+        if doc is None:
+            continue
+        report = check(doc.data)
+        for problem in report.errors:
+            print(f"{doc.label}: {problem}", file=err)
+        for warning in _warnings(doc, report):
+            print(f"{doc.label}: warning: {warning}", file=err)
+        if report.value is None:
+            tally.invalid += 1
+            continue
+        objects += render(report.value, defaults)
+    if tally.code() == EXIT_OK:
+        yaml.safe_dump_all(objects, out, sort_keys=False, width=1000)
+    if not tally.checked and not tally.failed:
+        print(tally.summary(), file=err)
+    return tally.code()
+
+
+def cmd_crd(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    out.write(crd_yaml())
+    return EXIT_OK
+
+
+def cmd_schema(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    json.dump(editor_schema(), out, indent=2)
+    out.write("\n")
+    return EXIT_OK
+
+
+class Parser(argparse.ArgumentParser):
+    """Usage errors in one line, exit 2, as every other refusal of the command."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_UNREADABLE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def parser() -> argparse.ArgumentParser:
+    top = Parser(
+        prog="specinfer",
+        description="Validate and render SpeculativeInference resources (vLLM-Ascend speculative decoding).",
+    )
+    top.add_argument("--version", action="version", version=f"specinfer {__version__}")
+    sub = top.add_subparsers(dest="command", required=True)
+
+    v = sub.add_parser(
+        "validate",
+        help="check manifests the way the API server and the operator will",
+        description="Exit 0 when every SpeculativeInference is valid (or there is none), 1 when any is invalid, "
+        "2 when a path cannot be read or is not YAML kubectl could read. Directories are searched for .yaml, .yml "
+        "and .json files, following symlinks; other kinds of objects, kustomize patches, Helm templates and "
+        "non-object documents are skipped.",
+    )
+    v.add_argument("paths", nargs="+", metavar="PATH", help="file, directory, or - for standard input")
+    v.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    v.add_argument("-q", "--quiet", action="store_true", help="no summary line")
+    v.add_argument("-v", "--verbose", action="store_true", help="name each file or document skipped, and why")
+    v.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="a SpeculativeInferencePolicy manifest (the tenant policy the chart installs) to check the resources "
+        "against; its built-in defaults when not given",
+    )
+    v.set_defaults(func=cmd_validate)
+
+    r = sub.add_parser(
+        "render", help="print the child objects (ConfigMap, Deployment, Service, PodDisruptionBudget) as YAML"
+    )
+    r.add_argument("paths", nargs="+", metavar="PATH", help="file, directory, or - for standard input")
+    r.add_argument("--runtime-image", default=DEFAULT_RUNTIME_IMAGE, help="image when spec.runtime.image is unset")
+    r.add_argument(
+        "--npu-resource-name",
+        default=DEFAULT_NPU_RESOURCE,
+        help="extended resource when spec.resources.npuResourceName is unset",
+    )
+    r.add_argument("-v", "--verbose", action="store_true", help="name each file or document skipped, and why")
+    r.set_defaults(func=cmd_render)
+
+    c = sub.add_parser("crd", help="print the CustomResourceDefinition generated from the API models")
+    c.set_defaults(func=cmd_crd)
+
+    s = sub.add_parser(
+        "schema",
+        help="print a JSON Schema of the manifest for editors (yaml-language-server)",
+        description="Save it next to your manifests and start them with "
+        "`# yaml-language-server: $schema=speculativeinference.schema.json`. Editors then check fields, types, "
+        "enums and ranges as you type; cross-field rules are checked by `specinfer validate`.",
+    )
+    s.set_defaults(func=cmd_schema)
+
+    tune.add_parser(sub)
+    return top
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr or io.StringIO()
+    args = parser().parse_args(argv)
+    if out is None:  # started with standard output closed (`>&-`)
+        print("specinfer: standard output is closed", file=err)
+        return EXIT_UNREADABLE
+    try:
+        code: int = args.func(args, out, err)
+        out.flush()
+    except BrokenPipeError:
+        # `specinfer render ... | head`: the reader went away. Point stdout at /dev/null so that the
+        # interpreter's own flush at exit does not fail again, and say so once.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print("specinfer: standard output was closed before everything was written", file=err)
+        return EXIT_UNREADABLE
+    except KeyboardInterrupt:
+        print("specinfer: interrupted", file=err)
+        return EXIT_UNREADABLE
+    except Exception as error:  # a bug: still one line, never a traceback
+        print(f"specinfer: unexpected {type(error).__name__}: {error} (please report it)", file=err)
+        return EXIT_UNREADABLE
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""What every reconcile and refresh works with: the operator's context, the spec's desired state, and
+what runs (the Deployment and its pods)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
+
+from specinfer_operator.api.labels import selector_labels
+from specinfer_operator.api.policy import POLICY_PLURAL, SpeculativeInferencePolicy, TenantPolicySpec
+from specinfer_operator.api.resource import GROUP, VERSION, SpeculativeInference
+from specinfer_operator.api.timestamps import utc_now
+from specinfer_operator.controller.conditions import Desired, Observed
+from specinfer_operator.controller.writes import Owned
+from specinfer_operator.platform.kube import Kube
+from specinfer_operator.platform.ownership import Ownership, controlled_by, controller
+from specinfer_operator.render.children import (
+    RenderDefaults,
+    config_hash,
+    engine_config_map_name,
+    family_hash,
+    label_selector,
+)
+from specinfer_operator.render.workload import LEADER_WORKER_SET, LWS_API_VERSION, Kind, object_name
+
+GROUPS_RECHECK_SECONDS = 10
+POLICY_RECHECK_SECONDS = 10  # the tenant policy is read again after this long: the platform team may change it
+log = logging.getLogger(__name__)
+
+
+class EventSink(Protocol):
+    def __call__(self, body: dict[str, Any], type: str, reason: str, message: str) -> None: ...
+
+
+@dataclass
+class Context:
+    """What every reconcile needs; one per operator process."""
+
+    kube: Kube
+    defaults: RenderDefaults
+    events: EventSink
+    now: Callable[[], str] = lambda: utc_now()
+    _locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict)
+    _guard: threading.Lock = field(default_factory=threading.Lock)
+    # Children are applied concurrently: order is irrelevant (a pod retries mounting its ConfigMap,
+    # which exists long before any pod is scheduled) and each apply is a round trip.
+    appliers: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(8, "apply"))
+    # Each resource's pods by (namespace, name), kept by the watch (kopf's index); None: list them.
+    pods: Mapping[tuple[str, str], Iterable[dict[str, Any]]] | None = None
+    # Whether this operator may run engines over several nodes (its RBAC covers LeaderWorkerSets).
+    groups_enabled: bool = True
+    _groups_served: tuple[bool, float] | None = None  # whether the API serves LeaderWorkerSets, and when asked
+    owned: Owned = field(init=False)  # writes to children, only where they are the resource's own
+    ownership: Ownership = field(init=False)  # which resource made a pod, by its controller chain
+    # The SpeculativeInferencePolicy to enforce (--tenant-policy); its built-in defaults without one.
+    policy_name: str = ""
+    _policy: tuple[TenantPolicySpec, float] | None = None
+
+    def __post_init__(self) -> None:
+        self.owned = Owned(self.kube)
+        self.ownership = Ownership(self.kube)
+
+    def tenant_policy(self) -> TenantPolicySpec:
+        """The tenant policy in force: the named SpeculativeInferencePolicy as last read (again every
+        POLICY_RECHECK_SECONDS), the built-in defaults while there is none to read."""
+        with self._guard:
+            known = self._policy
+        if known is not None and time.monotonic() - known[1] < POLICY_RECHECK_SECONDS:
+            return known[0]
+        found = known[0] if known is not None else TenantPolicySpec()
+        if self.policy_name:
+            try:
+                body = self.kube.get(f"{GROUP}/{VERSION}", POLICY_PLURAL, None, self.policy_name)
+                if body is None:
+                    log.warning(
+                        "SpeculativeInferencePolicy %s not found: its built-in defaults apply", self.policy_name
+                    )
+                    found = TenantPolicySpec()
+                else:
+                    found = SpeculativeInferencePolicy.model_validate(body).spec
+            except (ApiException, ValidationError) as error:  # the last policy read stays in force
+                log.warning("cannot read SpeculativeInferencePolicy %s: %s", self.policy_name, error)
+        with self._guard:
+            self._policy = (found, time.monotonic())
+        return found
+
+    def groups_served(self) -> bool:
+        """Whether the API server serves LeaderWorkerSets: asked again after a while, since it may be
+        installed or removed at any time."""
+        with self._guard:
+            known = self._groups_served
+        if known is not None and time.monotonic() - known[1] < GROUPS_RECHECK_SECONDS:
+            return known[0]
+        served = self.kube.serves(LEADER_WORKER_SET.api_version, LEADER_WORKER_SET.plural)
+        with self._guard:
+            self._groups_served = (served, time.monotonic())
+        return served
+
+    def groups_problem(self) -> str | None:
+        """Why this operator cannot run an engine over several nodes here, or None."""
+        if not self.groups_enabled:
+            return (
+                "an engine over several nodes runs as a LeaderWorkerSet, which this operator was started without "
+                "(--no-leader-worker-set): install LeaderWorkerSet (sigs.k8s.io/lws) and set the chart's "
+                "leaderWorkerSet.enabled=true, which grants its RBAC"
+            )
+        if not self.groups_served():
+            return (
+                "an engine over several nodes runs as a LeaderWorkerSet, but the API server does not serve "
+                f"{LWS_API_VERSION} leaderworkersets: install LeaderWorkerSet (sigs.k8s.io/lws, v0.9 or "
+                "later), or set parallelism.nodes 1"
+            )
+        return None
+
+    def lock(self, namespace: str, name: str) -> threading.Lock:
+        """One resource at a time: kopf handles events of its pods concurrently, and each publishes status."""
+        with self._guard:
+            return self._locks.setdefault((namespace, name), threading.Lock())
+
+
+def desired_of(
+    cr: SpeculativeInference, defaults: RenderDefaults, requested_k: int | None = None, tuned: bool = False
+) -> Desired:
+    """What `cr` asks for; `requested_k` is the spec's K when `cr` carries a tuned one (`tuned`, Auto)."""
+    engine = cr.spec.engine()
+    name, namespace = cr.metadata.name, cr.metadata.namespace or "default"
+    tuning = cr.spec.speculative.tuning
+    return Desired(
+        config_hash=config_hash(cr, defaults),
+        replicas=cr.spec.replicas,
+        method=engine.speculative.effective_method(),
+        num_speculative_tokens=engine.effective_k(),
+        capture_sizes=engine.capture_sizes(),
+        npus_per_pod=cr.spec.npus_per_pod(),
+        npu_resource=cr.spec.resources.npu_resource_name or defaults.npu_resource_name,
+        endpoint=f"http://{name}.{namespace}.svc:{cr.spec.service.port}",
+        selector=label_selector(selector_labels(name)),
+        config_map=engine_config_map_name(name, config_hash(cr, defaults)),
+        family=family_hash(cr, defaults),
+        requested_k=engine.effective_k() if requested_k is None else requested_k,
+        tuning=tuning.mode if tuning is not None else "Off",
+        tuned=tuned,
+        group_size=engine.parallelism.group_size(),
+    )
+
+
+def observe(ctx: Context, body: dict[str, Any], kind: Kind, deployment: dict[str, Any] | None = None) -> Observed:
+    """The resource's workload of `kind` (read unless given; one of that name it does not control is not
+    its own, and counts as none) and its pods: from the watch's index when kopf has handed it over, since
+    listing a namespace's pods per refresh costs the API server O(pods) each time. Only pods it made count
+    (their controller chain ends at it): a pod labelled as its own by anyone else must not make it Degraded
+    or roll it back."""
+    meta = body["metadata"]
+    namespace, name, uid = meta["namespace"], meta["name"], meta.get("uid")
+    if deployment is None:
+        deployment = ctx.kube.get(kind.api_version, kind.plural, namespace, object_name(kind, name))
+        deployment = deployment if controlled_by(deployment, uid) else None
+    if ctx.pods is not None:
+        labelled = list(ctx.pods.get((namespace, name), ()))
+    else:
+        labelled = ctx.kube.list("v1", "pods", namespace, label_selector(selector_labels(name)))
+    pods = [p for p in labelled if ctx.ownership.resource_of(namespace, controller(p.get("metadata") or {})) == uid]
+    return Observed(deployment=deployment, pods=pods)

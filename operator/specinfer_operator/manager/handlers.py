@@ -1,0 +1,174 @@
+"""kopf handlers: thin. Spec changes go to reconcile; child events refresh status and correct drift."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import kopf
+
+from specinfer_operator.api.labels import CANARY_ACTION_ANNOTATION, CHILD_LABELS, INSTANCE_LABEL, MANAGER
+from specinfer_operator.api.resource import GROUP, PLURAL, VERSION
+from specinfer_operator.controller.conditions import GROUPS_MISSING, REFUSED
+from specinfer_operator.controller.context import Context
+from specinfer_operator.controller.reconcile import reconcile
+from specinfer_operator.controller.refresh import Refreshes
+from specinfer_operator.platform import metrics
+from specinfer_operator.render.children import label_selector
+from specinfer_operator.telemetry.loop import Telemetry
+
+WORKERS = 32  # sync handlers block on API calls; 2 cores' default of 6 queues them
+# How long kopf waits for the echo of its own patch before handling an older copy of an object. Its
+# default, 5 s, is shorter than the watch lag while hundreds of resources are created at once: kopf then
+# took a resource's stale copy for a new creation and reconciled it a second time (a third more writes).
+CONSISTENCY_SECONDS = 60
+# A refused child is retried this often: one dry run per refused resource, and the cause (a policy, a quota)
+# may go at any time.
+RETRY_SECONDS = 30
+# A group refused for want of LeaderWorkerSet, more often: the check is one discovery request, shared by every
+# resource (Context.groups_served).
+GROUPS_RETRY_SECONDS = 10
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    # kopf's bookkeeping lives in annotations: the status schema is ours, and structural.
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
+    settings.posting.level = logging.WARNING  # handler failures become Events; routine logs do not
+    settings.posting.reporting_component = MANAGER
+    # kopf waits this long for more events of an object before handling it (default 0.1 s): most of
+    # the apply-to-Deployment latency.
+    settings.batching.batch_window = 0.01
+    settings.execution.max_workers = WORKERS
+    settings.persistence.consistency_timeout = CONSISTENCY_SECONDS
+    # Watch only our own children: the label filters below would otherwise apply to every pod in the cluster.
+    for resource in ("deployments", "pods"):
+        settings.watching.label_selectors[resource] = label_selector(CHILD_LABELS)
+    # Read the API's resource list once at start instead of watching CRDs and namespaces: the watched
+    # namespaces are named exactly, and the RBAC then needs no cluster-wide read of either.
+    settings.scanning.disabled = True
+
+
+@kopf.on.startup()
+def start_telemetry(memo: kopf.Memo, **_: Any) -> None:
+    telemetry: Telemetry = memo["telemetry"]
+    if telemetry.config.interval > 0:
+        telemetry.start()
+
+
+@kopf.on.cleanup()
+def stop_background(memo: kopf.Memo, **_: Any) -> None:
+    memo["telemetry"].stop()
+    memo["refreshes"].stop()
+
+
+@kopf.index("v1", "nodes")
+def nodes(body: kopf.Body, name: str, **_: Any) -> dict[str, dict[str, Any]]:
+    """Node labels and allocatable resources, kept current by a watch, for the NPU capacity check."""
+    return {
+        name: {
+            "metadata": {"labels": dict(body.metadata.labels)},
+            "status": {"allocatable": dict(body.status.get("allocatable", {}))},
+        }
+    }
+
+
+@kopf.index("v1", "pods", labels=CHILD_LABELS)
+def engine_pods(body: kopf.Body, namespace: str | None, **_: Any) -> dict[tuple[str, str], dict[str, Any]]:
+    """Each resource's pods, as the status reads them. kopf fills its indexes before any handler runs, so
+    a refresh reads them complete from memory instead of listing the namespace's pods."""
+    owner = body.metadata.labels.get(INSTANCE_LABEL)
+    if not owner or not namespace:
+        return {}
+    keys = ("name", "namespace", "labels", "annotations", "deletionTimestamp", "ownerReferences")
+    metadata = {k: body.metadata.get(k) for k in keys}
+    return {(namespace, owner): {"metadata": metadata, "status": dict(body.status)}}
+
+
+def _context(memo: kopf.Memo, kwargs: dict[str, Any]) -> Context:
+    ctx: Context = memo["ctx"]
+    ctx.pods = kwargs["engine_pods"]  # kopf passes each index by its name, to handlers only
+    return ctx
+
+
+@kopf.on.resume(GROUP, VERSION, PLURAL)
+@kopf.on.create(GROUP, VERSION, PLURAL)
+@kopf.on.update(GROUP, VERSION, PLURAL)
+def on_spec(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
+    index: kopf.Index[str, dict[str, Any]] = kwargs["nodes"]
+    reconcile(dict(body), _context(memo, kwargs), [node for store in index.values() for node in store])
+
+
+def _refused(*reasons: str) -> Callable[..., bool]:
+    def refused(status: kopf.Status, **_: Any) -> bool:
+        return any(
+            c.get("type") == "ConfigValid" and c.get("reason") in reasons for c in status.get("conditions") or []
+        )
+
+    return refused
+
+
+@kopf.timer(GROUP, VERSION, PLURAL, interval=RETRY_SECONDS, initial_delay=RETRY_SECONDS, when=_refused(*REFUSED))
+def retry_rejected(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
+    """A child the API server refused may pass later (an admission policy or quota changed), and a name
+    another object holds may be freed: try again."""
+    on_spec(body=body, memo=memo, **kwargs)
+
+
+@kopf.timer(
+    GROUP,
+    VERSION,
+    PLURAL,
+    interval=GROUPS_RETRY_SECONDS,
+    initial_delay=GROUPS_RETRY_SECONDS,
+    when=_refused(GROUPS_MISSING),
+)
+def retry_without_groups(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
+    """LeaderWorkerSet may be installed at any time: then the group rolls out, without an edit of the spec."""
+    on_spec(body=body, memo=memo, **kwargs)
+
+
+@kopf.on.delete(GROUP, VERSION, PLURAL, optional=True)
+def on_delete(name: str, namespace: str | None, **_: Any) -> None:
+    # Children go with their ownerReferences; only the metrics remember the resource.
+    metrics.forget(namespace or "", name)
+
+
+# The event handlers below only update memory or schedule work, so they run on kopf's event loop: a
+# thread hop each would queue behind the handler threads, and delay the on_spec of the same resource.
+@kopf.on.event(GROUP, VERSION, PLURAL)
+async def on_resource_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    """Keep the telemetry loop's view of each resource (settings, status) current, without reads; act on
+    a canary's manual action. kopf's diffs leave out annotations under its storage prefix (specinfer.io/),
+    so on_spec never sees one set."""
+    body: dict[str, Any] = dict(event["object"])
+    memo["telemetry"].resource_event(event.get("type"), body)
+    metadata: dict[str, Any] = body.get("metadata") or {}
+    if event.get("type") != "DELETED" and CANARY_ACTION_ANNOTATION in (metadata.get("annotations") or {}):
+        refreshes: Refreshes = memo["refreshes"]
+        refreshes.schedule((metadata.get("namespace", ""), metadata.get("name", "")))
+
+
+@kopf.on.event("v1", "pods", labels=CHILD_LABELS)
+async def on_pod_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    """Keep the telemetry loop's scrape targets (Ready pods, their IPs and configurations) current."""
+    memo["telemetry"].pod_event(event.get("type"), dict(event["object"]))
+
+
+@kopf.on.event("apps", "v1", "deployments", labels=CHILD_LABELS)
+@kopf.on.event("v1", "pods", labels=CHILD_LABELS)
+async def on_child(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
+    """Refresh the owner's status (and correct drift) once the burst this event belongs to has passed.
+
+    LeaderWorkerSets are not watched: a group's status is counted from its pods, and any change to a
+    LeaderWorkerSet that matters (its deletion, a new template or replica count) replaces pods, whose events
+    bring the refresh that corrects it. A watch would also stop the operator when LeaderWorkerSet is
+    uninstalled (kopf ends on the 404), and would need list and watch on them cluster-wide."""
+    owner = body.get("metadata", {}).get("labels", {}).get(INSTANCE_LABEL)
+    namespace = body.get("metadata", {}).get("namespace")
+    _context(memo, kwargs)
+    if owner and namespace:
+        refreshes: Refreshes = memo["refreshes"]
+        refreshes.schedule((namespace, owner))

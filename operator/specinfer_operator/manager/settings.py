@@ -1,0 +1,156 @@
+"""Operator configuration: command-line flags, each defaulting to an environment variable."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from specinfer_operator.render.children import DEFAULT_NPU_RESOURCE, DEFAULT_RUNTIME_IMAGE
+from specinfer_operator.telemetry.targets import ScrapeConfig
+
+
+@dataclass(frozen=True)
+class Settings:
+    runtime_image: str
+    npu_resource_name: str
+    namespaces: tuple[str, ...]
+    metrics_port: int
+    health_port: int
+    log_level: str
+    log_format: str
+    leader_election: bool
+    leader_election_namespace: str
+    leader_election_id: str
+    scrape: ScrapeConfig
+    leader_worker_set: bool = True
+    tenant_policy: str = ""
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def parse(argv: Sequence[str] | None = None) -> Settings:
+    p = argparse.ArgumentParser(
+        prog="specinfer-operator",
+        description="Reconcile SpeculativeInference resources into vLLM-Ascend pods. Every flag also reads "
+        "the environment variable named in its help.",
+    )
+    p.add_argument(
+        "--runtime-image",
+        default=_env("SPECINFER_RUNTIME_IMAGE", DEFAULT_RUNTIME_IMAGE),
+        help="image for resources that set no spec.runtime.image (SPECINFER_RUNTIME_IMAGE)",
+    )
+    p.add_argument(
+        "--npu-resource-name",
+        default=_env("SPECINFER_NPU_RESOURCE_NAME", DEFAULT_NPU_RESOURCE),
+        help="extended resource for resources that set no spec.resources.npuResourceName (SPECINFER_NPU_RESOURCE_NAME)",
+    )
+    p.add_argument(
+        "--namespace",
+        action="append",
+        dest="namespaces",
+        help="watch only this namespace; repeat for several; all namespaces when unset "
+        "(SPECINFER_NAMESPACES, comma-separated)",
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=int(_env("SPECINFER_METRICS_PORT", "8080")),
+        help="Prometheus /metrics port, 0 to disable (SPECINFER_METRICS_PORT)",
+    )
+    p.add_argument(
+        "--health-port",
+        type=int,
+        default=int(_env("SPECINFER_HEALTH_PORT", "8081")),
+        help="liveness /healthz port for probes (SPECINFER_HEALTH_PORT)",
+    )
+    p.add_argument(
+        "--log-level",
+        default=_env("SPECINFER_LOG_LEVEL", "info"),
+        choices=("debug", "info", "warning", "error"),
+        help="(SPECINFER_LOG_LEVEL)",
+    )
+    p.add_argument(
+        "--log-format",
+        default=_env("SPECINFER_LOG_FORMAT", "text"),
+        choices=("text", "json"),
+        help="json for log collectors (SPECINFER_LOG_FORMAT)",
+    )
+    p.add_argument(
+        "--leader-election",
+        action=argparse.BooleanOptionalAction,
+        default=_env("SPECINFER_LEADER_ELECTION", "false").lower() in ("1", "true", "yes"),
+        help="hold a Lease so that only one of several replicas reconciles (SPECINFER_LEADER_ELECTION)",
+    )
+    p.add_argument(
+        "--leader-election-namespace",
+        default=_env("SPECINFER_LEADER_ELECTION_NAMESPACE", _env("POD_NAMESPACE", "default")),
+        help="namespace of the Lease (SPECINFER_LEADER_ELECTION_NAMESPACE, else POD_NAMESPACE)",
+    )
+    p.add_argument(
+        "--leader-election-id",
+        default=_env("SPECINFER_LEADER_ELECTION_ID", "specinfer-operator"),
+        help="name of the Lease (SPECINFER_LEADER_ELECTION_ID)",
+    )
+    p.add_argument(
+        "--leader-worker-set",
+        action=argparse.BooleanOptionalAction,
+        default=_env("SPECINFER_LEADER_WORKER_SET", "true").lower() in ("1", "true", "yes"),
+        help="run engines over several nodes (spec.parallelism.nodes) as LeaderWorkerSets; without it, such specs "
+        "are refused with what to install (SPECINFER_LEADER_WORKER_SET)",
+    )
+    p.add_argument(
+        "--tenant-policy",
+        default=_env("SPECINFER_TENANT_POLICY", ""),
+        help="name of the SpeculativeInferencePolicy to enforce (the chart sets it); its built-in defaults when unset "
+        "or missing (SPECINFER_TENANT_POLICY)",
+    )
+    default = ScrapeConfig()
+    p.add_argument(
+        "--scrape-interval",
+        type=float,
+        default=float(_env("SPECINFER_SCRAPE_INTERVAL", str(default.interval))),
+        help="seconds between scrapes of each engine pod's /metrics for acceptance, unless a resource sets "
+        "spec.telemetry.intervalSeconds; 0 turns the scraping off (SPECINFER_SCRAPE_INTERVAL)",
+    )
+    p.add_argument(
+        "--scrape-timeout",
+        type=float,
+        default=float(_env("SPECINFER_SCRAPE_TIMEOUT", str(default.timeout))),
+        help="seconds one pod's /metrics may take, connect to last byte (SPECINFER_SCRAPE_TIMEOUT)",
+    )
+    p.add_argument(
+        "--scrape-concurrency",
+        type=int,
+        default=int(_env("SPECINFER_SCRAPE_CONCURRENCY", str(default.concurrency))),
+        help="pods scraped at once (SPECINFER_SCRAPE_CONCURRENCY)",
+    )
+    p.add_argument(
+        "--status-refresh",
+        type=float,
+        default=float(_env("SPECINFER_STATUS_REFRESH", str(default.refresh))),
+        help="seconds a steady acceptance figure goes without a status write; figures that move beyond their "
+        "tolerance are written at once (SPECINFER_STATUS_REFRESH)",
+    )
+    args = p.parse_args(argv)
+    if args.scrape_interval < 0 or args.scrape_timeout <= 0 or args.scrape_concurrency < 1 or args.status_refresh <= 0:
+        p.error("--scrape-interval must be >= 0, --scrape-timeout and --status-refresh > 0, --scrape-concurrency >= 1")
+    namespaces = args.namespaces or [n for n in _env("SPECINFER_NAMESPACES", "").split(",") if n]
+    return Settings(
+        runtime_image=args.runtime_image,
+        npu_resource_name=args.npu_resource_name,
+        namespaces=tuple(namespaces),
+        metrics_port=args.metrics_port,
+        health_port=args.health_port,
+        log_level=args.log_level,
+        log_format=args.log_format,
+        leader_election=args.leader_election,
+        leader_election_namespace=args.leader_election_namespace,
+        leader_election_id=args.leader_election_id,
+        scrape=ScrapeConfig(args.scrape_interval, args.scrape_timeout, args.scrape_concurrency, args.status_refresh),
+        leader_worker_set=args.leader_worker_set,
+        tenant_policy=args.tenant_policy,
+    )

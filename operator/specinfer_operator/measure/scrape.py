@@ -1,0 +1,169 @@
+"""Read one engine's spec-decode and step counters from its `/metrics`, treating the answer as untrusted.
+
+Whatever answers on a pod's port may be slow, huge or hostile. One wall-clock deadline covers the whole
+exchange (connect, request, interim 1xx answers, status line, headers, body, chunk framing, trailers) and
+the parse after it: every receive waits at most for what is left of it, so a pod that sends a byte at a
+time, endless `100 Continue`s, a chunk-size line or trailers that never end holds a scrape no longer than
+the deadline. The bytes received in all are bounded, and so is every piece of framing on its own (h11's
+incomplete-event limit), before anything is kept. Only the sample lines of the counters the operator
+reads are parsed (exposition.py), each bounded, so the parse costs what a few lines cost.
+
+A scrape that breaks a bound is a ScrapeError with a one-line reason and a `result` for the
+`specinfer_scrapes_total` metric; nothing the pod sends is quoted beyond a short, printable excerpt.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+import h11
+
+from specinfer_operator.measure import acceptance, timing
+from specinfer_operator.measure.exposition import ExpositionError, samples
+from specinfer_operator.measure.window import Counts
+
+LIMIT = 4 << 20  # bytes received in all; a vLLM /metrics is ~60 KiB, a few MiB with many LoRA adapters or models
+FRAMING = 16 << 10  # bytes of a status line and headers, a chunk-size line, or trailers
+MAX_INTERIM = 4  # 1xx answers before the real one
+CHUNK = 64 << 10
+COUNTERS = (*acceptance.COUNTERS, *timing.SAMPLES)  # the samples read; every other line is skipped
+
+Result = Literal["ok", "timeout", "unreachable", "http_error", "protocol", "too_large", "unreadable"]
+RESULTS: tuple[Result, ...] = ("ok", "timeout", "unreachable", "http_error", "protocol", "too_large", "unreadable")
+
+
+class ScrapeError(Exception):
+    """Why a pod's counters could not be read, in one line, and the metric's `result` for it."""
+
+    def __init__(self, message: str, result: Result) -> None:
+        super().__init__(" ".join(message.split())[:200])
+        self.result = result
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    host: str
+    port: int
+    path: str = "/metrics"
+
+    @property
+    def authority(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.authority}{self.path}"
+
+
+class Deadline:
+    """What is left of one wall-clock budget; ScrapeError(timeout) once it is spent."""
+
+    def __init__(self, seconds: float, url: str) -> None:
+        self.seconds, self.url, self.end = seconds, url, time.monotonic() + seconds
+
+    def left(self) -> float:
+        remaining = self.end - time.monotonic()
+        if remaining <= 0:
+            raise self.spent()
+        return remaining
+
+    def spent(self) -> ScrapeError:
+        return ScrapeError(f"{self.url} took longer than {self.seconds:g} s", "timeout")
+
+
+def _receive(sock: socket.socket, deadline: Deadline) -> bytes:
+    sock.settimeout(deadline.left())
+    try:
+        return sock.recv(CHUNK)
+    except TimeoutError:
+        raise deadline.spent() from None
+
+
+def _exchange(sock: socket.socket, endpoint: Endpoint, deadline: Deadline, limit: int) -> bytes:
+    connection = h11.Connection(h11.CLIENT, max_incomplete_event_size=FRAMING)
+    request = h11.Request(
+        method="GET",
+        target=endpoint.path,
+        headers=[("Host", endpoint.authority), ("Accept", "text/plain"), ("Connection", "close")],
+    )
+    sock.settimeout(deadline.left())
+    sock.sendall(connection.send(request) + (connection.send(h11.EndOfMessage()) or b""))
+    body, received, interim = bytearray(), 0, 0
+    while True:
+        event = connection.next_event()
+        if event is h11.NEED_DATA:
+            data = _receive(sock, deadline)
+            if not data and not received:
+                raise ScrapeError(f"{endpoint.url} closed the connection without an answer", "protocol")
+            received += len(data)
+            if received > limit:
+                raise ScrapeError(f"{endpoint.url} sent more than {limit >> 20} MiB", "too_large")
+            connection.receive_data(data)
+        elif isinstance(event, h11.InformationalResponse):
+            interim += 1
+            if interim > MAX_INTERIM:
+                raise ScrapeError(f"{endpoint.url} sent more than {MAX_INTERIM} interim (1xx) answers", "protocol")
+        elif isinstance(event, h11.Response):
+            if event.status_code != 200:
+                raise ScrapeError(f"{endpoint.url} answered HTTP {event.status_code}", "http_error")
+            declared = dict(event.headers).get(b"content-length", b"0")
+            if int(declared) > limit:  # h11 has checked it is a number: no need to read what is announced
+                raise ScrapeError(
+                    f"{endpoint.url} announced {int(declared) >> 20} MiB, more than {limit >> 20}", "too_large"
+                )
+        elif isinstance(event, h11.Data):
+            body += event.data
+        elif isinstance(event, h11.EndOfMessage):
+            return bytes(body)
+        else:  # h11 reports a closed connection before the end of the answer as a protocol error
+            raise ScrapeError(f"{endpoint.url}: unexpected {type(event).__name__} in the answer", "protocol")
+
+
+def fetch(endpoint: Endpoint, timeout: float, limit: int = LIMIT, deadline: Deadline | None = None) -> bytes:
+    """The body of GET /metrics (the endpoint's path) within `timeout` seconds (or `deadline`) and `limit`
+    bytes received, or ScrapeError."""
+    deadline = deadline or Deadline(timeout, endpoint.url)
+    try:
+        with socket.create_connection((endpoint.host, endpoint.port), timeout=deadline.left()) as sock:
+            return _exchange(sock, endpoint, deadline, limit)
+    except h11.RemoteProtocolError as error:
+        raise ScrapeError(f"{endpoint.url}: not an HTTP/1.1 answer: {error}", "protocol") from error
+    except TimeoutError:
+        raise deadline.spent() from None
+    except OSError as error:
+        raise ScrapeError(f"{endpoint.url}: {error.strerror or error}", "unreachable") from error
+
+
+def read(body: bytes) -> tuple[Counts, bool]:
+    """The engine's counters, and whether it exports spec-decode counters at all (speculation on); or
+    ScrapeError."""
+    try:
+        found = samples(body.decode("utf-8", errors="replace"), COUNTERS)
+        figures, steps = acceptance.of(found), timing.of(found)
+    except ExpositionError as error:
+        raise ScrapeError(f"unreadable metrics: {error}", "too_large" if error.bound else "unreadable") from error
+    except ValueError as error:
+        raise ScrapeError(f"unreadable spec-decode metrics: {error}", "unreadable") from error
+    if not found:
+        raise ScrapeError("no vLLM counters in it: not the /metrics of a vLLM engine", "unreadable")
+    return Counts.of(figures.values(), steps.values()), bool(figures)
+
+
+def counts(body: bytes) -> Counts | None:
+    """The engine's counters, None when it exports no spec-decode counters (speculation off), or
+    ScrapeError."""
+    found, speculating = read(body)
+    return found if speculating else None
+
+
+def scrape(endpoint: Endpoint, timeout: float) -> Counts | None:
+    """One pod's counters within `timeout` seconds, reading and parsing together."""
+    deadline = Deadline(timeout, endpoint.url)
+    body = fetch(endpoint, timeout, deadline=deadline)
+    found = counts(body)
+    deadline.left()  # the parse is bounded by exposition's limits; a late answer is still a late answer
+    return found

@@ -1,0 +1,193 @@
+"""Render a SpeculativeInference into its child objects (pure: same input, same objects).
+
+The engine config goes into an immutable ConfigMap whose name carries the config hash (config_hash), and
+the pod template references it by name: any config change changes the template and rolls out, and a pod
+of the old ReplicaSet that restarts mid-rollout still mounts the config it was started with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from specinfer_operator.api.labels import CONFIG_HASH_ANNOTATION, labels, selector_labels
+from specinfer_operator.api.resource import API_VERSION, KIND, SpeculativeInference
+from specinfer_operator.render import workload
+from specinfer_operator.render.pod import CONFIG_FILE, pod_template
+from specinfer_runtime.engine import EngineSpec
+from specinfer_runtime.tokens import SCHEDULE_FIELD
+
+DEFAULT_RUNTIME_IMAGE = "ghcr.io/specinfer/specinfer-runtime:0.1.0"
+DEFAULT_NPU_RESOURCE = "huawei.com/Ascend910"
+
+
+@dataclass(frozen=True)
+class RenderDefaults:
+    """Operator-wide defaults for what a resource leaves unset."""
+
+    runtime_image: str = DEFAULT_RUNTIME_IMAGE
+    npu_resource_name: str = DEFAULT_NPU_RESOURCE
+
+
+def engine_config_json(engine: EngineSpec) -> str:
+    """Canonical JSON of the engine config: the file the runtime reads, and what the hash covers."""
+    return json.dumps(engine.dump(), sort_keys=True, separators=(",", ":"))
+
+
+def _identity(cr: SpeculativeInference, defaults: RenderDefaults) -> dict[str, Any]:
+    runtime = cr.spec.runtime
+    identity: dict[str, Any] = {
+        "engine": json.loads(engine_config_json(cr.spec.engine())),
+        "image": runtime.image or defaults.runtime_image,
+        "env": [var.dump() for var in runtime.env or []],
+    }
+    # What else reaches the engine process, named only when set: an unset field leaves the hash as it was.
+    optional = {
+        "envFrom": [source.dump() for source in runtime.env_from or []],
+        "volumeMounts": [mount.dump() for mount in runtime.volume_mounts or []],
+        "podTemplate": cr.spec.pod_template.dump() if cr.spec.pod_template else None,
+    }
+    return identity | {k: v for k, v in optional.items() if v}
+
+
+def _digest(identity: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def config_hash(cr: SpeculativeInference, defaults: RenderDefaults) -> str:
+    """A configuration's identity: the engine config and the image, environment, mounts and pod template
+    overlay that run it, which decide how the pods serve and speculate. A change of any of them is a new
+    configuration: it goes through a canary, and its failure rolls back to the last good one."""
+    return _digest(_identity(cr, defaults))
+
+
+def family_hash(cr: SpeculativeInference, defaults: RenderDefaults) -> str:
+    """The configuration's identity but for K and its schedule: configurations that differ only in how many
+    tokens they draft (capture sizes computed from K are rendered, not part of the config). Their figures
+    describe one acceptance profile, which tuning learns from, and a canary between them is judged on
+    speed, not on acceptance."""
+    identity = _identity(cr, defaults)
+    speculative = identity["engine"]["speculative"]
+    for key in ("numSpeculativeTokens", SCHEDULE_FIELD):
+        speculative.pop(key, None)
+    return _digest(identity)
+
+
+def label_selector(labels: Mapping[str, str]) -> str:
+    """Labels as a selector string, as list and watch requests take them."""
+    return ",".join(f"{k}={v}" for k, v in labels.items())
+
+
+def _metadata(cr: SpeculativeInference, name: str) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if cr.metadata.namespace:
+        meta["namespace"] = cr.metadata.namespace
+    meta["labels"] = labels(cr.metadata.name)
+    if cr.metadata.uid:
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": API_VERSION,
+                "kind": KIND,
+                "name": cr.metadata.name,
+                "uid": cr.metadata.uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+    return meta
+
+
+def engine_config_map_name(name: str, digest: str) -> str:
+    """One ConfigMap per configuration: a rollout mounts a new one and a rollback finds the old one."""
+    return f"{name}-engine-{digest}"
+
+
+def engine_config_map(cr: SpeculativeInference, defaults: RenderDefaults) -> dict[str, Any]:
+    engine = cr.spec.engine()
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(cr, engine_config_map_name(cr.metadata.name, config_hash(cr, defaults))),
+        "immutable": True,
+        "data": {CONFIG_FILE: engine_config_json(engine)},
+    }
+
+
+def engines(cr: SpeculativeInference, defaults: RenderDefaults) -> dict[str, Any]:
+    """The workload of the engine pods: a Deployment, or a LeaderWorkerSet of groups over several nodes."""
+    spec, name = cr.spec, cr.metadata.name
+    digest = config_hash(cr, defaults)
+    template = pod_template(
+        spec,
+        name,
+        engine_config_map_name(name, digest),
+        spec.runtime.image or defaults.runtime_image,
+        spec.resources.npu_resource_name or defaults.npu_resource_name,
+        {CONFIG_HASH_ANNOTATION: digest},
+    )
+    rolling = {"maxUnavailable": spec.rollout.max_unavailable, "maxSurge": spec.rollout.max_surge}
+    group = spec.parallelism.group_size()
+    if group > 1:
+        metadata = _metadata(cr, workload.object_name(workload.LEADER_WORKER_SET, name))
+        return workload.leader_worker_set(metadata, spec.replicas, group, rolling, template)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(cr, name),
+        "spec": {
+            "replicas": spec.replicas,
+            "selector": {"matchLabels": selector_labels(name)},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": rolling},
+            "progressDeadlineSeconds": spec.rollout.progress_deadline_seconds,
+            "revisionHistoryLimit": 3,
+            "template": template,
+        },
+    }
+
+
+def service_selector(cr: SpeculativeInference) -> dict[str, str]:
+    """The engine pods that serve the API: all of them, or the leaders of groups."""
+    leaders = {workload.WORKER_INDEX_LABEL: "0"} if cr.spec.parallelism.group_size() > 1 else {}
+    return {**selector_labels(cr.metadata.name), **leaders}
+
+
+def service(cr: SpeculativeInference) -> dict[str, Any]:
+    name = cr.metadata.name
+    metadata = _metadata(cr, name)
+    if cr.spec.service.annotations:
+        metadata["annotations"] = dict(cr.spec.service.annotations)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata,
+        "spec": {
+            "type": cr.spec.service.type,
+            "selector": service_selector(cr),
+            "ports": [{"name": "http", "port": cr.spec.service.port, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }
+
+
+def disruption_budget(cr: SpeculativeInference) -> dict[str, Any] | None:
+    """The PodDisruptionBudget of spec.disruptionBudget over every engine pod (canary pods included)."""
+    budget = cr.spec.disruption_budget
+    if budget is None:
+        return None
+    name = cr.metadata.name
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _metadata(cr, name),
+        "spec": {"selector": {"matchLabels": selector_labels(name)}, **budget.dump()},
+    }
+
+
+def render(cr: SpeculativeInference, defaults: RenderDefaults | None = None) -> list[dict[str, Any]]:
+    """All children, in apply order: the config first, so a new pod never waits for it."""
+    defaults = defaults or RenderDefaults()
+    children = [engine_config_map(cr, defaults), engines(cr, defaults), service(cr)]
+    budget = disruption_budget(cr)
+    return children + ([budget] if budget is not None else [])

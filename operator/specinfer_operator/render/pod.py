@@ -1,0 +1,256 @@
+"""The engine pods' template (pure): the engine container, the operator's volumes, and the user's
+pod template overlay merged under them.
+
+What the operator sets wins wherever both set something: the selector labels and the config-hash
+annotation, the engine container (its command, arguments, ports, probes, resources and the mounts of
+the engine config, models and caches), the operator's volumes, and spec.placement. The overlay adds
+its volumes, sidecars and pod settings beside them (docs/pod-template.md lists the fields).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from specinfer_operator.api.container import CONFIG_DIR, HF_HOME, ProbeTiming, ResourceSettings
+from specinfer_operator.api.labels import CONFIG_HASH_ANNOTATION, TRACK_LABEL, labels, selector_labels
+from specinfer_operator.api.overlay import Container, PodMetadata, PodSpecOverlay, PodTemplate
+from specinfer_operator.api.resource import SpeculativeInferenceSpec
+from specinfer_runtime.argv import vllm_argv
+from specinfer_runtime.engine import ENGINE_PORT, EngineSpec
+from specinfer_runtime.multinode import POD_IP_ENV
+from specinfer_runtime.sources import (
+    DRAFT_TOKEN_ENV,
+    HF_HOME_ENV,
+    HF_TOKEN_ENV,
+    HIDDEN_STATES_PATH,
+    MODEL_ROOT,
+    HostPathSource,
+    PersistentVolumeClaimSource,
+    SecretKeyReference,
+)
+from specinfer_runtime.validation import Problem
+
+CONFIG_FILE = "engine.json"
+TERMINATION_GRACE_SECONDS = 60
+# The engine needs no privilege: the Ascend device plugin hands it its NPUs. With these (and the pod's
+# RuntimeDefault seccomp profile) an engine pod passes Pod Security `baseline`, and `restricted` once it runs
+# as a user other than root (spec.podTemplate.spec.securityContext).
+NO_CAPABILITIES = {"capabilities": {"drop": ["ALL"]}}
+ENGINE_SECURITY = {"allowPrivilegeEscalation": False, "privileged": False, **NO_CAPABILITIES}
+POD_SECURITY = {"seccompProfile": {"type": "RuntimeDefault"}}
+# (periodSeconds, failureThreshold) of each probe when spec.probes leaves it unset.
+PROBE_DEFAULTS = {"startup": (10, 360), "readiness": (5, 3), "liveness": (15, 4)}
+PROBE_TIMEOUT_SECONDS = 5
+
+Volume = PersistentVolumeClaimSource | HostPathSource
+
+
+def _volume(name: str, source: Volume, read_only: bool) -> dict[str, Any]:
+    if isinstance(source, PersistentVolumeClaimSource):
+        return {
+            "name": name,
+            "persistentVolumeClaim": {"claimName": source.claim_name, "readOnly": read_only},
+        }
+    kind = "Directory" if read_only else "DirectoryOrCreate"
+    return {"name": name, "hostPath": {"path": source.path, "type": kind}}
+
+
+def _mount(name: str, path: str, source: Volume, read_only: bool) -> dict[str, Any]:
+    mount: dict[str, Any] = {"name": name, "mountPath": path, "readOnly": read_only}
+    if isinstance(source, PersistentVolumeClaimSource) and source.sub_path:
+        mount["subPath"] = source.sub_path
+    return mount
+
+
+@dataclass
+class Storage:
+    """What the models and the hidden-state output add to the pod."""
+
+    volumes: list[dict[str, Any]] = field(default_factory=list)
+    mounts: list[dict[str, Any]] = field(default_factory=list)
+    env: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, name: str, path: str, source: Volume, read_only: bool) -> None:
+        self.volumes.append(_volume(name, source, read_only))
+        self.mounts.append(_mount(name, path, source, read_only))
+
+
+def _secret_env(name: str, secret: SecretKeyReference) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret.name, "key": secret.key}}}
+
+
+def _scratch(name: str, resources: ResourceSettings) -> dict[str, Any]:
+    """A download directory: the cache claim when there is one (for the Hub cache), else an emptyDir of
+    resources.modelCache."""
+    if name == "hf-cache" and resources.model_cache_claim:
+        return {"name": name, "persistentVolumeClaim": {"claimName": resources.model_cache_claim}}
+    empty: dict[str, Any] = {"sizeLimit": resources.model_cache} if resources.model_cache else {}
+    return {"name": name, "emptyDir": empty}
+
+
+def storage(spec: EngineSpec, resources: ResourceSettings) -> Storage:
+    """Volume models are mounted under /models/<role>. Hub models share a cache; vLLM downloads them with
+    the target's token (HF_TOKEN), and a draft with a token of its own is downloaded into /models/draft
+    by specinfer-runtime with that token (SPECINFER_DRAFT_HF_TOKEN)."""
+    out = Storage()
+    from_hub = False
+    for role, ref in (("target", spec.model), ("draft", spec.speculative.draft_model)):
+        if ref is None:
+            continue
+        volume = ref.source.volume() if ref.source else None
+        token = ref.hub_token()
+        if volume is not None:
+            out.add(f"model-{role}", f"{MODEL_ROOT}/{role}", volume, read_only=True)
+        elif role == "draft" and token is not None:
+            out.volumes.append(_scratch("model-draft", resources))
+            out.mounts.append({"name": "model-draft", "mountPath": f"{MODEL_ROOT}/draft"})
+            out.env.append(_secret_env(DRAFT_TOKEN_ENV, token))
+        else:
+            from_hub = True
+            if token is not None:
+                out.env.append(_secret_env(HF_TOKEN_ENV, token))
+    if from_hub:
+        out.volumes.append(_scratch("hf-cache", resources))
+        out.mounts.append({"name": "hf-cache", "mountPath": HF_HOME})
+        out.env.append({"name": HF_HOME_ENV, "value": HF_HOME})
+    hidden = spec.speculative.hidden_states
+    if hidden is not None:
+        target = hidden.storage.pvc or hidden.storage.host_path
+        if target is not None:
+            out.add("hidden-states", HIDDEN_STATES_PATH, target, read_only=False)
+    return out
+
+
+def _probe(kind: str, timing: ProbeTiming | None) -> dict[str, Any]:
+    period, failures = PROBE_DEFAULTS[kind]
+    timing = timing or ProbeTiming()
+    return {
+        "httpGet": {"path": "/health", "port": "http"},
+        "periodSeconds": timing.period_seconds or period,
+        "timeoutSeconds": timing.timeout_seconds or PROBE_TIMEOUT_SECONDS,
+        "failureThreshold": timing.failure_threshold or failures,
+    }
+
+
+def _resources(spec: SpeculativeInferenceSpec, npu: str) -> dict[str, Any]:
+    res = spec.resources
+    requests: dict[str, Any] = {npu: str(spec.npus_per_pod())}
+    limits = dict(requests)
+    for name, request, limit in (("cpu", res.cpu, res.cpu_limit), ("memory", res.memory, res.memory_limit)):
+        if request:
+            requests[name] = request
+        if limit or request:
+            limits[name] = limit or request
+    return {"requests": requests, "limits": limits}
+
+
+def engine_container(
+    spec: SpeculativeInferenceSpec, engine: EngineSpec, image: str, npu: str, models: Storage
+) -> dict[str, Any]:
+    """The engine container (`engine` is spec.engine()); the user's mounts and environment come after the
+    operator's."""
+    runtime, probes = spec.runtime, spec.probes
+    group = [{"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
+    env = (
+        (group if engine.parallelism.group_size() > 1 else [])
+        + models.env
+        + [var.render() for var in runtime.env or []]
+    )
+    container: dict[str, Any] = {
+        "name": "engine",
+        "image": image,
+        "imagePullPolicy": runtime.image_pull_policy,
+        "command": ["specinfer-runtime", "--config", f"{CONFIG_DIR}/{CONFIG_FILE}", "--"],
+        "args": vllm_argv(engine),
+        "ports": [{"name": "http", "containerPort": ENGINE_PORT, "protocol": "TCP"}],
+        "env": env,
+        "envFrom": [source.dump() for source in runtime.env_from or []],
+        "resources": _resources(spec, npu),
+        "volumeMounts": [
+            {"name": "engine-config", "mountPath": CONFIG_DIR, "readOnly": True},
+            {"name": "shm", "mountPath": "/dev/shm"},
+            *models.mounts,
+            *(mount.dump() for mount in runtime.volume_mounts or []),
+        ],
+        "startupProbe": _probe("startup", probes.startup if probes else None),
+        "readinessProbe": _probe("readiness", probes.readiness if probes else None),
+        "livenessProbe": _probe("liveness", probes.liveness if probes else None),
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": ENGINE_SECURITY,
+    }
+    return {k: v for k, v in container.items() if v != []}
+
+
+def sidecar(container: Container) -> dict[str, Any]:
+    """A sidecar or init container of the overlay: no capabilities, and no privilege escalation unless it
+    asks for it (which the tenant policy allows or refuses)."""
+    out = container.dump()
+    out["securityContext"] = {"allowPrivilegeEscalation": False, **out.get("securityContext", {}), **NO_CAPABILITIES}
+    return out
+
+
+def pod_template(
+    spec: SpeculativeInferenceSpec, name: str, config_map: str, image: str, npu: str, annotations: dict[str, str]
+) -> dict[str, Any]:
+    """The Deployment's pod template; the operator's labels and `annotations` win over the overlay's."""
+    overlay = spec.pod_template or PodTemplate()
+    extra, user = overlay.spec or PodSpecOverlay(), overlay.metadata or PodMetadata()
+    engine = spec.engine()
+    models = storage(engine, spec.resources)
+    volumes = [
+        {"name": "engine-config", "configMap": {"name": config_map}},
+        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.resources.shared_memory}},
+        *models.volumes,
+        *(volume.dump() for volume in extra.volumes or []),
+    ]
+    placement = spec.placement
+    spread = [
+        {"labelSelector": {"matchLabels": selector_labels(name)}, **c.dump()}
+        for c in placement.topology_spread_constraints or []
+    ]
+    pod: dict[str, Any] = {
+        "containers": [
+            engine_container(spec, engine, image, npu, models),
+            *(sidecar(c) for c in extra.containers or []),
+        ],
+        "initContainers": [sidecar(c) for c in extra.init_containers or []],
+        "volumes": volumes,
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+        "securityContext": {**(extra.security_context.dump() if extra.security_context else {}), **POD_SECURITY},
+        # The engine talks to no API server: no token in its pods unless a service account is chosen for them.
+        "automountServiceAccountToken": None if extra.service_account_name else False,
+        "serviceAccountName": extra.service_account_name,
+        "runtimeClassName": extra.runtime_class_name,
+        "nodeSelector": placement.node_selector,
+        "tolerations": [t.dump() for t in placement.tolerations or []],
+        "affinity": placement.affinity.dump() if placement.affinity else None,
+        "topologySpreadConstraints": spread,
+        "schedulerName": placement.scheduler_name,
+        "priorityClassName": placement.priority_class_name,
+        "imagePullSecrets": [{"name": s} for s in spec.runtime.image_pull_secrets or []],
+    }
+    if extra.termination_grace_period_seconds is not None:
+        pod["terminationGracePeriodSeconds"] = extra.termination_grace_period_seconds
+    return {
+        "metadata": {
+            "labels": {**(user.labels or {}), **labels(name)},
+            "annotations": {**(user.annotations or {}), **annotations},
+        },
+        "spec": {k: v for k, v in pod.items() if v or v == 0},
+    }
+
+
+def overridden(template: PodTemplate | None) -> list[Problem]:
+    """Warnings for overlay labels and annotations that the operator's own replace in pod_template."""
+    meta = template.metadata if template else None
+    if meta is None:
+        return []
+    owned = {"labels": (*labels(""), TRACK_LABEL), "annotations": (CONFIG_HASH_ANNOTATION,)}
+    return [
+        Problem(f"spec.podTemplate.metadata.{kind}.{key}", "set by the operator, whose value wins: remove it", "pod")
+        for kind, keys in (("labels", meta.labels), ("annotations", meta.annotations))
+        for key in sorted(keys or {})
+        if key in owned[kind]
+    ]

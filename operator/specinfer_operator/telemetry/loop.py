@@ -1,0 +1,408 @@
+"""The measuring loop: scrape each resource's engines, window the counters, publish what moved.
+
+Pods and resources are known from the operator's watches (kopf events feed `pod_event` and
+`resource_event`), so a scrape round makes no API request beyond reading, once, the controller chain of
+a pod it has not seen (ownership.py); the API server sees a status write only when observation.py finds
+one worth making, preceded by one read of the resource to patch its latest status.
+
+Every pod and every resource is untrusted, and one must not hold up the others. Each resource's round
+starts when it is due and ends when its own scrapes have (each bounded by the scrape deadline); the loop
+never waits on a pod, so a slow one delays only its own resource's figures. What follows the scrapes
+(windowing, the status patch, the canary's figures, tuning) runs stage by stage, and a stage that fails is
+logged, counted (specinfer_telemetry_failures_total) and reported on that resource alone, once per
+distinct failure, while every other resource goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from specinfer_operator.api.labels import INSTANCE_LABEL
+from specinfer_operator.api.rollout import CanarySettings
+from specinfer_operator.api.service import TelemetrySettings
+from specinfer_operator.controller.conditions import CANARY, MEASURED_CONDITION
+from specinfer_operator.controller.refresh import Refreshes
+from specinfer_operator.measure.scrape import ScrapeError, scrape
+from specinfer_operator.measure.window import Counts, Failure, Figures, History, Sample, aggregate
+from specinfer_operator.platform import metrics
+from specinfer_operator.platform.kube import Kube
+from specinfer_operator.platform.ownership import Ownership
+from specinfer_operator.telemetry import observation
+from specinfer_operator.telemetry.targets import Key, ScrapeConfig, Target, Watched, target_of
+from specinfer_operator.tuning import applied, auto
+from specinfer_operator.tuning.recommendation import MAX_SCHEDULE_BATCH
+from specinfer_runtime.tokens import SCHEDULE_FIELD
+from specinfer_runtime.tuning_settings import TuningSettings
+
+log = logging.getLogger(__name__)
+
+# Samples kept per pod beyond what the window needs: a hard bound whatever the settings.
+MAX_SAMPLES = 1000
+T = TypeVar("T")
+# What one scrape gave: a sample, why there is none, or None for a pod that is not the resource's own.
+Outcome = Sample | Failure | None
+
+
+@dataclass
+class Round:
+    """One resource's scrapes in flight, and the pods they are of."""
+
+    key: Key
+    watched: Watched
+    stable: list[Target]
+    trial: list[Target]
+    scrapes: dict[Target, Future[Outcome]] = field(default_factory=dict)
+    left: int = 0  # scrapes not ended yet
+
+
+class Telemetry:
+    """One loop for every resource, on a bounded pool of scraping threads."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        lock: Callable[[str, str], threading.Lock],
+        config: ScrapeConfig,
+        now: Callable[[], str],
+        ownership: Ownership | None = None,
+        refreshes: Refreshes | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.kube, self.lock, self.config, self.now, self.clock, self.wall = kube, lock, config, now, clock, wall
+        self.ownership = ownership or Ownership(kube)
+        # The canary-verdict path (Refreshes.judge_canary), taken after a canary's figures were written.
+        self.refreshes = refreshes
+        self._watched: dict[Key, Watched] = {}
+        self._rounds: dict[Key, Round] = {}  # in flight
+        self._ended: deque[Round] = deque()  # whose scrapes have all ended: to conclude
+        self._wake = threading.Event()  # set when a round ends
+        self._guard = threading.Lock()
+        self._pool = ThreadPoolExecutor(config.concurrency, "scrape")
+        self._stop = threading.Event()
+
+    def start(self) -> None:
+        threading.Thread(target=self.run, args=(self._stop,), name="telemetry", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def resource_event(self, kind: str | None, body: dict[str, Any]) -> None:
+        meta = body.get("metadata", {})
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        with self._guard:
+            if kind == "DELETED":
+                self._watched.pop(key, None)
+                return
+            watched = self._watched.setdefault(key, Watched())
+            watched.uid = str(meta.get("uid") or "")
+            # An invalid spec keeps the settings it was last measured with.
+            spec = body.get("spec") or {}
+            with contextlib.suppress(ValidationError):
+                watched.settings = TelemetrySettings.model_validate(spec.get("telemetry") or {})
+            with contextlib.suppress(ValidationError):
+                watched.canary_settings = CanarySettings.model_validate((spec.get("rollout") or {}).get("canary") or {})
+            watched.canaries = (spec.get("rollout") or {}).get("strategy") == "Canary"
+            speculative = spec.get("speculative") or {}
+            watched.tuning = None
+            if SCHEDULE_FIELD not in speculative:  # a schedule drafts another K at each batch size: no profile
+                with contextlib.suppress(ValidationError):
+                    watched.tuning = TuningSettings.model_validate(speculative.get("tuning") or {})
+            max_batch = (spec.get("scheduling") or {}).get("maxNumSeqs")
+            watched.max_batch = max_batch if isinstance(max_batch, int) and max_batch > 0 else MAX_SCHEDULE_BATCH
+            watched.status = dict(body.get("status") or {})
+            watched.generation = int(meta.get("generation") or 0)
+
+    def pod_event(self, kind: str | None, body: dict[str, Any]) -> None:
+        meta = body.get("metadata", {})
+        owner = (meta.get("labels") or {}).get(INSTANCE_LABEL)
+        if not owner:
+            return
+        name = meta.get("name", "")
+        key = (meta.get("namespace", ""), owner)
+        with self._guard:
+            if kind == "DELETED" and key not in self._watched:
+                return  # the resource went first: nothing to forget
+            watched = self._watched.setdefault(key, Watched())
+            target = None if kind == "DELETED" else target_of(body)
+            if target is None:
+                watched.targets.pop(name, None)
+            else:
+                watched.targets[name] = target
+            if kind == "DELETED":
+                watched.histories.pop(name, None)
+
+    def run(self, stop: threading.Event) -> None:
+        """Conclude each round as soon as its scrapes have ended, and start the rounds due once a second,
+        until `stop` is set."""
+        scan = self.clock()
+        while not stop.is_set():
+            try:
+                self._finish()
+                if self.clock() >= scan:
+                    self._start()
+                    scan = self.clock() + 1.0
+            except Exception:  # the loop must outlive anything; each resource's failures are handled in it
+                log.exception("telemetry round failed")
+            self._wake.wait(max(0.0, scan - self.clock()))
+
+    def _interval(self, watched: Watched) -> float:
+        """Seconds between rounds: the spec's, else the operator's, and never so long that the window
+        holds fewer than two scrapes."""
+        interval = float(watched.settings.interval_seconds or self.config.interval)
+        return min(interval, watched.settings.window_seconds / 2)
+
+    def tick(self) -> None:
+        """Conclude the rounds whose scrapes have all ended, then start the round of every resource now due.
+        Never waits on a pod."""
+        self._finish()
+        self._start()
+
+    def _finish(self) -> None:
+        with self._guard:
+            ended = list(self._ended)
+            self._ended.clear()
+            self._wake.clear()
+            for finished in ended:
+                del self._rounds[finished.key]
+        for finished in ended:
+            self._conclude(finished)
+
+    def _start(self) -> None:
+        started = self.clock()
+        with self._guard:
+            due = [
+                Round(key, w, w.current(), w.canary())
+                for key, w in self._watched.items()
+                if key not in self._rounds and w.settings.enabled and w.status.get("configHash") and w.due <= started
+            ]
+            for new in due:
+                new.watched.due = started + self._interval(new.watched)
+                new.left = len(new.stable) + len(new.trial)
+                self._rounds[new.key] = new
+                if not new.left:
+                    self._ended.append(new)
+                    self._wake.set()
+        for new in due:
+            for target in new.stable + new.trial:
+                scraping = self._pool.submit(self._scrape, new.key, new.watched.uid, target)
+                new.scrapes[target] = scraping
+                scraping.add_done_callback(functools.partial(self._scraped, new))
+
+    def _scraped(self, of: Round, _: Future[Outcome]) -> None:
+        """One scrape of `of` ended (in the scraping thread): its round ends with its last."""
+        with self._guard:
+            of.left -= 1
+            if of.left:
+                return
+            self._ended.append(of)
+        self._wake.set()
+
+    def settle(self, timeout: float) -> None:
+        """Run rounds as the loop does (each resource's ends as soon as its scrapes have) until none is in
+        flight, or `timeout` passes: what a round costs, for the benchmark."""
+        deadline = self.clock() + timeout
+        self.tick()
+        while self._rounds and self.clock() < deadline:
+            self._wake.wait(max(0.0, deadline - self.clock()))
+            self._finish()
+
+    def _scrape(self, key: Key, uid: str, target: Target) -> Outcome:
+        """One pod's sample, or why there is none; None when the pod is not this resource's own (its
+        controller chain does not end at the resource), which is never scraped."""
+        try:
+            if not uid or self.ownership.resource_of(key[0], target.controller_ref()) != uid:
+                metrics.SCRAPES.labels(result="foreign").inc()
+                log.debug(
+                    "pod %s/%s is labelled as %s's but was not made by it: not scraped", key[0], target.pod, key[1]
+                )
+                return None
+            started = self.clock()
+            counts = scrape(target.endpoint, self.config.timeout) or Counts()
+        except ScrapeError as error:
+            log.debug("scrape of pod %s/%s failed: %s", key[0], target.pod, error)
+            metrics.SCRAPES.labels(result=error.result).inc()
+            return Failure(str(error), error.result)
+        except Exception as error:  # a bug must cost this pod's sample, not the round
+            log.exception("scrape of pod %s/%s failed", key[0], target.pod)
+            metrics.SCRAPES.labels(result="error").inc()
+            return Failure(f"the scrape failed: {type(error).__name__}", "error")
+        finished = self.clock()
+        metrics.SCRAPES.labels(result="ok").inc()
+        metrics.SCRAPE_SECONDS.observe(finished - started)
+        # The series' start on the sample clock; a container clock ahead of ours reads as "just now".
+        born = None if target.started is None else finished - max(0.0, self.wall() - target.started)
+        return Sample(finished, target.series, counts, born)
+
+    def _conclude(self, finished: Round) -> None:
+        """What a resource's scrapes give: its figures, the status patch, the canary's, tuning. Each stage
+        is isolated: a failure is reported on this resource, and the stages after it still run."""
+        key, watched = finished.key, finished.watched
+        outcomes = {t: f.result() for t, f in finished.scrapes.items()}
+        failed: list[str] = []
+
+        def stage(name: str, step: Callable[[], T]) -> T | None:
+            try:
+                return step()
+            except Exception as error:
+                failed.append(name)
+                self._report(key, watched, name, error)
+                return None
+
+        with self._guard:
+            figures = stage("figures", lambda: self._window(watched, finished.stable, outcomes))
+            trial = (
+                stage("figures", lambda: self._window(watched, finished.trial, outcomes)) if finished.trial else None
+            )
+        wrote = False
+        if figures is not None:
+            wrote = bool(stage("status", lambda: self._publish(key, watched, figures)))
+        refreshes = self.refreshes
+        if trial is not None:
+            wrote = bool(stage("canary", lambda: self._publish_canary(key, watched, trial))) or wrote
+            if wrote and refreshes is not None:
+                stage("canary", lambda: refreshes.judge_canary(key))
+        if figures is not None and watched.tuning is not None and watched.tuning.mode != "Off":
+            stage("tuning", lambda: self._tune(key, watched, figures, trial))
+        if not failed:
+            watched.failed = ""
+
+    def _report(self, key: Key, watched: Watched, stage: str, error: Exception) -> None:
+        """A stage of one resource's round failed: logged and counted, and told on the resource once per
+        distinct failure (an event), so that a failure that persists is not repeated every round."""
+        metrics.TELEMETRY_FAILURES.labels(stage=stage).inc()
+        said = f"{stage}: {type(error).__name__}: {' '.join(str(error).split())}"[:400]
+        if said == watched.failed:
+            log.debug("telemetry of %s/%s still fails at %s", key[0], key[1], said)
+            return
+        watched.failed = said
+        log.exception("telemetry of %s/%s failed at %s", key[0], key[1], stage)
+        message = (
+            f"measuring this resource failed ({said}); its figures are kept as last written, other resources "
+            "are not affected, and the next round tries again"
+        )
+        body = {"metadata": {"namespace": key[0], "name": key[1], "uid": watched.uid}}
+        try:
+            self.kube.event(body, "Warning", "TelemetryFailed", message, self.now())
+        except Exception:  # the API refusing the event too: the log and the metric still say it
+            log.warning("cannot post the TelemetryFailed event of %s/%s", key[0], key[1])
+
+    def _window(self, watched: Watched, targets: list[Target], outcomes: dict[Target, Outcome]) -> Figures:
+        """Record the samples of `targets` and window them (under the guard); pods that are not the
+        resource's own are left out, and those that failed are named with the reason."""
+        fresh, failures, own = set(), [], 0
+        for target in targets:
+            outcome = outcomes.get(target)
+            if outcome is None:
+                continue
+            own += 1
+            if isinstance(outcome, Failure):
+                failures.append((target.pod, outcome))
+                continue
+            fresh.add(target.pod)
+            history = watched.histories.setdefault(target.pod, History(MAX_SAMPLES))
+            history.record(outcome, watched.settings.window_seconds)
+        found = aggregate(watched.histories, own, fresh, self.clock(), watched.settings.window_seconds)
+        return Figures(found.pods, found.pods_measured, found.seconds, found.counts, tuple(sorted(failures)))
+
+    def _publish(self, key: Key, watched: Watched, figures: Figures) -> bool:
+        """Write what moved in status.speculation.observed; whether it wrote."""
+        namespace, name = key
+        now = self.now()
+        config_hash = watched.status.get("configHash", "")
+        low = any(
+            c.get("type") == MEASURED_CONDITION and c.get("status") == "True"
+            for c in watched.status.get("conditions") or []
+        )
+        metrics.observe_acceptance(namespace, name, observation.observed(figures, config_hash, now), low)
+        refresh = self.config.refresh
+        # A canary is judged against these figures (live, or as its baseline): their evidence is written as
+        # it grows, not only when the ratios move.
+        need = watched.canary_settings.min_draft_tokens if watched.canaries else None
+        if (
+            observation.update(watched.status, figures, watched.settings, watched.generation, now, refresh, need)
+            is None
+        ):
+            return False  # decided on the watched status: no read, no write
+        with self.lock(namespace, name):
+            body = self.kube.resource(namespace, name)
+            if body is None:
+                return False
+            status = body.get("status") or {}
+            if status.get("configHash") != config_hash:
+                return False  # a new configuration since the scrape: these figures are not its own
+            generation = int(body["metadata"].get("generation") or 0)
+            change = observation.update(status, figures, watched.settings, generation, now, refresh, need)
+            if change is None:
+                return False
+            self.kube.patch_status(namespace, name, change.patch)
+            metrics.STATUS_WRITES.labels(writer="telemetry").inc()
+        for kind, reason, message in change.events:
+            # Posted directly: kopf.event needs kopf's context, which this thread does not have.
+            self.kube.event(body, kind, reason, message, now)
+        return True
+
+    def _tune(self, key: Key, watched: Watched, figures: Figures, trial: Figures | None) -> None:
+        """Profiles, recommendation and Auto's moves from this round's figures (auto.py decides)."""
+        namespace, name = key
+        now, settings = self.now(), watched.tuning
+        assert settings is not None
+
+        def measured(status: dict[str, Any]) -> list[tuple[int, Figures]]:
+            found = [(int((status.get("speculation") or {}).get("numSpeculativeTokens") or 0), figures)]
+            record = (status.get("rollout") or {}).get("canary") or {}
+            family = (status.get("tuning") or {}).get("family")
+            if trial is not None and record.get("phase") == CANARY and record.get("family") == family:
+                found.append((len(trial.counts.per_position), trial))
+            return found
+
+        if auto.update(watched.status, settings, measured(watched.status), now, watched.max_batch) is None:
+            return  # decided on the watched status: no read, no write
+        with self.lock(namespace, name):
+            body = self.kube.resource(namespace, name)
+            if body is None:
+                return
+            status = body.get("status") or {}
+            change = auto.update(status, settings, measured(status), now, watched.max_batch)
+            if change is None:
+                return
+            if change.apply is not None:  # reconciles the resource: it renders this K, through a canary
+                applied.apply(self.kube, namespace, name, change.family, change.apply)
+            self.kube.patch_status(namespace, name, change.patch)
+            metrics.STATUS_WRITES.labels(writer="tuning").inc()
+            result = (change.patch["tuning"].get("lastChange") or {}).get("result")
+            if result is not None:
+                metrics.TUNING_CHANGES.labels(result=result.lower()).inc()
+        for kind, reason, message in change.events:
+            self.kube.event(body, kind, reason, message, now)
+
+    def _publish_canary(self, key: Key, watched: Watched, figures: Figures) -> bool:
+        """Write the canary's figures (status.rollout.canary.observed) when they moved; whether it wrote."""
+        namespace, name = key
+        now, need, refresh = self.now(), watched.canary_settings.min_draft_tokens, self.config.refresh
+        if observation.canary_update(watched.status, figures, need, now, refresh) is None:
+            return False
+        with self.lock(namespace, name):
+            body = self.kube.resource(namespace, name)
+            status = (body or {}).get("status") or {}
+            measuring = ((watched.status.get("rollout") or {}).get("canary") or {}).get("configHash")
+            record = (status.get("rollout") or {}).get("canary") or {}
+            if body is None or record.get("configHash") != measuring:
+                return False  # another canary since the scrape, or none
+            patch = observation.canary_update(status, figures, need, now, refresh)
+            if patch is None:
+                return False
+            self.kube.patch_status(namespace, name, patch)
+            metrics.STATUS_WRITES.labels(writer="telemetry").inc()
+        return True
