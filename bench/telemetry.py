@@ -3,7 +3,7 @@
 1,000 real engines do not fit on one machine, so each simulated pod's address (a loopback IP, see
 hack/cluster) is served by a small HTTP server sending a real vLLM /metrics capture from the engine
 suite, its counters growing with every scrape at a steady acceptance, as a loaded engine's do
-(tests/hostile.py's exposition). The operator scrapes them at its defaults (every 30 s, status refresh
+(hack/hostile.py's exposition). The operator scrapes them at its defaults (every 30 s, status refresh
 300 s). Figures: the operator's CPU share and RSS with scraping on, next to the same operator with scraping
 off (baseline, same run); status writes per minute counted by the API server, next to the bound the design promises
 (resources x 60 / refresh) and what writing every round would cost (resources x 60 / interval).
@@ -23,9 +23,9 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.operator import ROOT, Bench, body, line, local_cluster, rss_mb
+from hack.hostile import exposition
 from specinfer_operator.api.resource import GROUP, PLURAL, VERSION
 from specinfer_operator.telemetry.targets import ScrapeConfig
-from tests.hostile import exposition
 
 RESOURCES, REPLICAS = 500, 2
 # Seconds. Both operators start on the same 500 existing resources (the same resume burst). With scraping,

@@ -32,11 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specinfer_operator.measure.scrape import read
-from specinfer_operator.measure.window import Counts
-from specinfer_operator.tuning.recommendation import Bounds, Profile, recommend
-from specinfer_runtime.argv import vllm_argv
-from tests.engine.conftest import (
+from hack.engine import (
     SERVED_NAME,
     checked,
     engine_config,
@@ -45,7 +41,11 @@ from tests.engine.conftest import (
     server,
     without_speculation,
 )
-from tests.engine.tinymodel import Size, TinyModels
+from hack.tinymodel import Size, TinyModels
+from specinfer_operator.measure.scrape import read
+from specinfer_operator.measure.window import Counts
+from specinfer_operator.tuning.recommendation import Bounds, Profile, recommend
+from specinfer_runtime.argv import vllm_argv
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUESTS, TOKENS, CONCURRENCY, REPEATS = 32, 64, 1, 3
@@ -181,7 +181,7 @@ def label(k: int) -> str:
 def models_for(case: Case, engine: Path, hf_home: Path) -> TinyModels:
     size = case.size or Size()
     script = (
-        "import sys; from pathlib import Path; from tests.engine.tinymodel import build, Size, TARGET, DRAFT;"
+        "import sys; from pathlib import Path; from hack.tinymodel import build, Size, TARGET, DRAFT;"
         f"print(build(Path(sys.argv[1]), Size(**{size.__dict__!r}), TARGET + '-{case.name}', DRAFT + '-{case.name}')"
         ".to_json())"
     )

@@ -16,19 +16,19 @@ from specinfer_runtime import (
     dspark,
     flags,
     graph,
+    k_by_batch,
     parallelism,
     passthrough,
     sampling,
-    schedule,
-    scheduling,
-    tuning_settings,
+    scheduler,
+    tuning,
 )
 from specinfer_runtime.base import CelRules, Section, section_field
 from specinfer_runtime.celrules import Rule, evaluate
 from specinfer_runtime.graph import GraphConfig
+from specinfer_runtime.k_by_batch import COMPUTED_CAPTURE_SIZES
 from specinfer_runtime.parallelism import Parallelism
-from specinfer_runtime.schedule import COMPUTED_CAPTURE_SIZES
-from specinfer_runtime.scheduling import SchedulingConfig
+from specinfer_runtime.scheduler import SchedulingConfig
 from specinfer_runtime.sources import TargetModel
 from specinfer_runtime.speculative import SpeculativeConfig
 from specinfer_runtime.tokens import K
@@ -59,9 +59,9 @@ EngineArg = Annotated[
 _RULES = (
     *drafter.ENGINE_RULES,
     *graph.ENGINE_RULES,
-    *schedule.ENGINE_RULES,
-    *tuning_settings.ENGINE_RULES,
-    *scheduling.ENGINE_RULES,
+    *k_by_batch.ENGINE_RULES,
+    *tuning.ENGINE_RULES,
+    *scheduler.ENGINE_RULES,
     *parallelism.ENGINE_RULES,
     *sampling.ENGINE_RULES,
     *dspark.ENGINE_RULES,

@@ -12,26 +12,26 @@ from specinfer_runtime import (
     drafter,
     dspark,
     hidden_states,
+    k_by_batch,
     methods,
     ngram,
     sampling,
-    schedule,
     suffix,
     tokens,
-    tuning_settings,
+    tuning,
 )
 from specinfer_runtime.base import Section
 from specinfer_runtime.celrules import Rule
 from specinfer_runtime.drafter import DraftModel
 from specinfer_runtime.dspark import DSparkConfig
 from specinfer_runtime.hidden_states import HiddenStatesConfig
+from specinfer_runtime.k_by_batch import Schedule
 from specinfer_runtime.methods import MTP_ALIASES, MethodName, MtpAlias, RefusedMethod
 from specinfer_runtime.ngram import NgramConfig
 from specinfer_runtime.sampling import DynamicVerification, RejectionSampleMethod, RejectionSamplerConfig
-from specinfer_runtime.schedule import Schedule
 from specinfer_runtime.suffix import SuffixConfig
 from specinfer_runtime.tokens import ASCEND_MAX_SPECULATIVE_TOKENS
-from specinfer_runtime.tuning_settings import TuningSettings
+from specinfer_runtime.tuning import TuningSettings
 
 AcceptanceRates = Annotated[
     list[Annotated[float, Field(ge=0, le=1)]], Field(min_length=1, max_length=ASCEND_MAX_SPECULATIVE_TOKENS)
@@ -42,8 +42,8 @@ _RULES = (
     *methods.SPECULATIVE_RULES,
     *tokens.SPECULATIVE_RULES,
     *drafter.SPECULATIVE_RULES,
-    *schedule.SPECULATIVE_RULES,
-    *tuning_settings.SPECULATIVE_RULES,
+    *k_by_batch.SPECULATIVE_RULES,
+    *tuning.SPECULATIVE_RULES,
     *ngram.SPECULATIVE_RULES,
     *suffix.SPECULATIVE_RULES,
     *hidden_states.SPECULATIVE_RULES,

@@ -3,7 +3,7 @@
 kwok pods have no containers. On the local cluster their IPs are loopback addresses (one range per
 node, see hack/cluster), so this harness can run what the pod's container would: `specinfer-runtime` with
 the pod's own command line and the engine ConfigMap the pod mounts, listening on the pod's IP and
-engine port. The operator then reaches it exactly as it reaches a pod in a real cluster. When hack/images
+engine port. The operator then reaches it exactly as it reaches a pod in a real cluster. When images/build
 has built the runtime image (SPECINFER_BUILT_RUNTIME_IMAGE), the engine runs in it, as the pod's container: the
 pod's command and args, its environment, the ConfigMap at the pod's mount path; else from the engine venv.
 """
@@ -25,10 +25,10 @@ from typing import Any
 
 import pytest
 
+from hack.container import Container, runtime_image, same_path
+from hack.engine import SERVED_NAME, engine_variables
 from tests.e2e.conftest import Cluster, wait_until
 from tests.e2e.test_operator import pods
-from tests.engine.conftest import SERVED_NAME, engine_variables
-from tests.engine.container import Container, runtime_image, same_path
 
 START_TIMEOUT = 300.0  # seconds; a start takes ~45 s on 2 cores
 CONFIG_VOLUME = "engine-config"

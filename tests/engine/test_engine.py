@@ -15,10 +15,8 @@ from typing import Any
 
 import pytest
 
-from specinfer_operator.measure.acceptance import acceptance, parse
-from specinfer_runtime.argv import vllm_argv
-from specinfer_runtime.launcher import listening
-from tests.engine.conftest import (
+from hack.container import Container, runtime_image, same_path
+from hack.engine import (
     SERVED_NAME,
     SKIP_REASON,
     EngineRun,
@@ -29,8 +27,10 @@ from tests.engine.conftest import (
     venv_variable,
     without_speculation,
 )
-from tests.engine.container import Container, runtime_image, same_path
-from tests.engine.tinymodel import TinyModels
+from hack.tinymodel import TinyModels
+from specinfer_operator.measure.acceptance import acceptance, parse
+from specinfer_runtime.argv import vllm_argv
+from specinfer_runtime.launcher import listening
 
 pytestmark = pytest.mark.skipif(venv_variable() is None, reason=SKIP_REASON)
 

@@ -8,17 +8,17 @@ from typing import Any
 
 import pytest
 
+from hack.engine import REPO, engine_python
+from hack.vllm_flags import OWNED
 from specinfer_runtime import flags
 from specinfer_runtime.celrules import evaluate
-from tests.engine.conftest import REPO, engine_python
-from tests.engine.vllm_flags import OWNED
 
 TABLE = REPO / "runtime" / "specinfer_runtime" / "vllm_serve_flags.json"
 
 
 def vllm_flags(engine_venv: Path, tmp_path: Path, command: str, stdin: str = "") -> Any:
     output = tmp_path / f"{command}.json"
-    engine_python(engine_venv, "-m", "tests.engine.vllm_flags", command, str(output), stdin=stdin)
+    engine_python(engine_venv, "-m", "hack.vllm_flags", command, str(output), stdin=stdin)
     return json.loads(output.read_text())
 
 

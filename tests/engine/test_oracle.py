@@ -22,13 +22,13 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
+from hack.engine import engine_python
+from hack.tinymodel import TinyModels
 from specinfer_operator.render.admission import check
 from specinfer_runtime.argv import vllm_argv
 from specinfer_runtime.engine import EngineSpec
 from specinfer_runtime.validation import field_models
-from tests.casetable import Case, load_cases
-from tests.engine.conftest import engine_python
-from tests.engine.tinymodel import TinyModels
+from tests.support.casetable import Case, load_cases
 
 DISAGREEMENTS = Path(__file__).with_name("oracle_disagreements.yaml")
 HEADS = 32

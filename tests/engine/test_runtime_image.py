@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from specinfer_operator.container import CONFIG_DIR
-from specinfer_operator.podspec import CONFIG_FILE
+from hack.container import IMAGE_SKIP_REASON, Container, runtime_image
+from hack.engine import checked
+from specinfer_operator.api.container import CONFIG_DIR
+from specinfer_operator.render.pod import CONFIG_FILE
 from specinfer_runtime.argv import vllm_argv
-from tests.engine.conftest import checked
-from tests.engine.container import IMAGE_SKIP_REASON, Container, runtime_image
 
 pytestmark = pytest.mark.skipif(runtime_image() is None, reason=IMAGE_SKIP_REASON)
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from hack.engine import SKIP_REASON, checked, complete, engine_config, port_open, venv_variable
+from hack.tinymodel import TinyModels
 from specinfer_runtime.argv import vllm_argv
-from tests.engine.conftest import SKIP_REASON, checked, complete, engine_config, port_open, venv_variable
-from tests.engine.tinymodel import TinyModels
 
 pytestmark = pytest.mark.skipif(venv_variable() is None, reason=SKIP_REASON)
 

@@ -10,7 +10,7 @@ import yaml
 
 from specinfer_operator.render.admission import check
 from specinfer_runtime.methods import METHODS
-from tests.unit.helpers import EXAMPLES
+from tests.support.builders import EXAMPLES
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "methods"
 YAML_BLOCK = re.compile(r"```yaml\n(.*?)```", re.DOTALL)

@@ -93,7 +93,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 8000
 {{- end }}
 
-{{/* Labels of every engine pod, whatever its resource (labels in operator/specinfer_operator/podspec.py). */}}
+{{/* Labels of every engine pod, whatever its resource (labels in operator/specinfer_operator/api/labels.py). */}}
 {{- define "specinfer.engineSelector" -}}
 app.kubernetes.io/component: engine
 app.kubernetes.io/managed-by: specinfer-operator

@@ -18,7 +18,7 @@ from specinfer_operator.controller.health import Health, health
 from specinfer_operator.render import workload
 from specinfer_operator.tuning import auto
 
-# Written by the telemetry loop (observation.py); reconcile carries it while the figures it judged stay.
+# Written by the telemetry loop (telemetry/observation.py); reconcile carries it while the figures it judged stay.
 # ConfigValid's reasons when the spec may not roll out.
 FORBIDDEN_BY_POLICY = "ForbiddenByPolicy"  # the tenant policy refuses the spec
 GROUPS_MISSING = "LeaderWorkerSetMissing"  # an engine over several nodes, and no LeaderWorkerSet to run it
@@ -49,7 +49,7 @@ class Desired:
     family: str = ""  # the configuration but for K (children.family_hash)
     requested_k: int = 0  # K as the spec says; num_speculative_tokens is K as rendered
     tuning: str = "Off"  # spec.speculative.tuning.mode
-    tuned: bool = False  # K comes from Auto tuning (effective.py), not from the spec
+    tuned: bool = False  # K comes from Auto tuning (tuning/applied.py), not from the spec
     group_size: int = 1  # pods per replica: more than one when an engine spans nodes (a LeaderWorkerSet group)
 
     def unit(self) -> str:

@@ -220,7 +220,7 @@ def drop_unwanted(
     """Delete what a spec no longer asks for: the PodDisruptionBudget, and the workload of the other kind
     (whose pods still run) when parallelism.nodes went from one to several or back: those pods are replaced
     at once, not rolled. Only a spec change takes them away, so only a new generation costs the requests (a
-    missing one is no error). Only the resource's own are deleted (owned.py)."""
+    missing one is no error). Only the resource's own are deleted (writes.py)."""
     meta = body["metadata"]
     namespace, name, owner = meta["namespace"], meta["name"], str(meta.get("uid") or "")
     if previous.get("observedGeneration") == meta.get("generation"):

@@ -2,7 +2,7 @@
 
 Pods and resources are known from the operator's watches (kopf events feed `pod_event` and
 `resource_event`), so a scrape round makes no API request beyond reading, once, the controller chain of
-a pod it has not seen (ownership.py); the API server sees a status write only when observation.py finds
+a pod it has not seen (platform/ownership.py); the API server sees a status write only when observation.py finds
 one worth making, preceded by one read of the resource to patch its latest status.
 
 Every pod and every resource is untrusted, and one must not hold up the others. Each resource's round
@@ -43,7 +43,7 @@ from specinfer_operator.telemetry.targets import Key, ScrapeConfig, Target, Watc
 from specinfer_operator.tuning import applied, auto
 from specinfer_operator.tuning.recommendation import MAX_SCHEDULE_BATCH
 from specinfer_runtime.tokens import SCHEDULE_FIELD
-from specinfer_runtime.tuning_settings import TuningSettings
+from specinfer_runtime.tuning import TuningSettings
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from specinfer_operator.platform.ownership import controller
 from specinfer_operator.render.workload import serves
 from specinfer_operator.tuning.recommendation import MAX_SCHEDULE_BATCH
 from specinfer_runtime.engine import ENGINE_PORT
-from specinfer_runtime.tuning_settings import TuningSettings
+from specinfer_runtime.tuning import TuningSettings
 
 Key = tuple[str, str]  # (namespace, resource name)
 # (apiVersion, kind, name, uid) of a pod's controller

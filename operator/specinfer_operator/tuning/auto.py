@@ -20,7 +20,7 @@ from specinfer_operator.api.timestamps import age
 from specinfer_operator.measure.window import Figures
 from specinfer_operator.tuning.recommendation import Bounds, Profile, Recommendation, recommend
 from specinfer_runtime.tokens import ASCEND_MAX_SPECULATIVE_TOKENS
-from specinfer_runtime.tuning_settings import TuningSettings
+from specinfer_runtime.tuning import TuningSettings
 
 STEP_TOLERANCE = 0.02  # relative: a profile whose step time moved less is not rewritten
 ACCEPT_TOLERANCE = 0.01  # accepted drafts per step

@@ -1,0 +1,83 @@
+"""The tenant policy (pure): what it refuses, that the chart's values are its defaults, and validate --policy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from specinfer_operator.api.policy import TenantPolicySpec, policy_problems
+from specinfer_operator.render.admission import check
+from tests.support.builders import resource
+from tests.support.cli import refused, specinfer
+from tests.support.policycases import CASES, spec_of
+
+ROOT = Path(__file__).resolve().parents[4]
+
+
+@pytest.mark.parametrize(("name", "extra", "policy", "path"), CASES, ids=[c[0] for c in CASES])
+def test_what_the_policy_refuses(name: str, extra: dict[str, Any], policy: dict[str, Any], path: str | None) -> None:
+    report = check(resource(spec_of(extra)))
+    assert report.value is not None, report.errors  # valid without a policy: the policy alone decides
+    found = policy_problems(report.value.dump(), TenantPolicySpec.model_validate(policy))
+    assert [p.path for p in found] == ([path] if path else [])
+    for problem in found:
+        assert problem.rule == "policy"
+        assert "tenant policy" in problem.message
+
+
+def test_a_refusal_names_the_value_what_is_allowed_and_the_fix() -> None:
+    extra = {"podTemplate": {"spec": {"volumes": [{"name": "etc", "hostPath": {"path": "/etc"}}]}}}
+    report = check(resource(spec_of(extra)), TenantPolicySpec())
+    (problem,) = report.errors
+    assert problem.path == "spec.podTemplate.spec.volumes"
+    assert '["/etc"]' in problem.message
+    assert "/usr/local/Ascend/driver (read-only)" in problem.message
+    assert "use a PersistentVolumeClaim" in problem.message
+
+
+def test_the_charts_values_are_the_policys_defaults() -> None:
+    values = yaml.safe_load((ROOT / "charts" / "specinfer-operator" / "values.yaml").read_text())
+    assert values["tenantPolicy"]["spec"] == TenantPolicySpec().dump()
+
+
+def test_validate_applies_the_defaults_or_a_policy_file(tmp_path: Path) -> None:
+    manifest = tmp_path / "nfs.yaml"
+    nfs = {
+        "podTemplate": {"spec": {"volumes": [{"name": "share", "nfs": {"server": "nfs.example.com", "path": "/x"}}]}}
+    }
+    manifest.write_text(yaml.safe_dump(resource(spec_of(nfs))))
+    by_default = specinfer("validate", str(manifest))
+    assert by_default.returncode == 1
+    assert "NFS servers" not in by_default.stdout  # NFS is not an allowed volume type by default
+    assert 'volumes ["share"] are of types the tenant policy' in by_default.stdout
+    policy = tmp_path / "policy.yaml"
+    allowing = {"allowedVolumeTypes": ["nfs"], "allowedNfsServers": ["nfs.example.com"]}
+    document = {
+        "apiVersion": "specinfer.io/v1alpha1",
+        "kind": "SpeculativeInferencePolicy",
+        "metadata": {"name": "p"},
+        "spec": allowing,
+    }
+    policy.write_text(yaml.safe_dump(document))
+    assert specinfer("validate", "--policy", str(policy), str(manifest)).returncode == 0
+    policy.write_text(yaml.safe_dump({**document, "spec": {"allowedVolumeTypes": ["nfs", "gitRepo"]}}))
+    refused(specinfer("validate", "--policy", str(policy), str(manifest)), "spec.allowedVolumeTypes[1]")
+    not_a_policy = specinfer("validate", "--policy", str(manifest), str(manifest))
+    assert not_a_policy.returncode == 2
+    assert not_a_policy.stderr.splitlines() == [
+        f"specinfer validate: --policy {manifest}: not one policy manifest (kind SpeculativeInferencePolicy)"
+    ]
+
+
+def test_a_policy_among_manifests_is_skipped_not_checked_as_a_resource(tmp_path: Path) -> None:
+    (tmp_path / "policy.yaml").write_text(
+        yaml.safe_dump(
+            {"apiVersion": "specinfer.io/v1alpha1", "kind": "SpeculativeInferencePolicy", "metadata": {"name": "p"}}
+        )
+    )
+    result = specinfer("validate", "-v", str(tmp_path))
+    assert result.returncode == 0
+    assert "skipped: a SpeculativeInferencePolicy" in result.stderr

@@ -1,0 +1,95 @@
+"""Hub tokens never reach a termination message, a log line, the status or an event."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specinfer_operator.controller.health import pod_problem
+from specinfer_runtime.fetch import fetch_draft
+from specinfer_runtime.redaction import MASK, redact, token_problem
+from tests.support.builders import engine
+
+TOKEN = "hf_QuiteSecretValue0123"
+DRAFT = {
+    "model": {"name": "org/target"},
+    "speculative": {
+        "method": "draft_model",
+        "numSpeculativeTokens": 3,
+        "draftModel": {"name": "org/draft", "source": {"huggingFace": {"tokenSecretRef": {"name": "draft-token"}}}},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        (f"{TOKEN}\n", None),  # `echo` into a Secret: stripped, not refused
+        (f"{TOKEN}\nEvil: 1", "a control character at position 24 of 31"),
+        ("hf_sécret", "a character outside ASCII at position 5 of 9"),
+        (f"hf_a\x00{TOKEN}", "a control character at position 5"),
+        ("  ", "is empty"),
+    ],
+)
+def test_a_token_no_header_can_carry_is_refused_without_being_quoted(value: str, said: str | None) -> None:
+    problem = token_problem("HF_TOKEN", value)
+    if said is None:
+        assert problem is None
+        return
+    assert problem is not None
+    assert said in problem
+    assert TOKEN not in problem
+    assert "QuiteSecret" not in problem
+    assert "sécret" not in problem
+
+
+def test_a_library_message_quoting_the_token_is_scrubbed_in_every_form() -> None:
+    hostile = f"{TOKEN}\nEvil: 1"
+    messages = [
+        f"Illegal header value b'Bearer {hostile!r}'",  # httpx, as the engine venv's huggingface_hub raises it
+        "Illegal header value " + repr(("Bearer " + hostile).encode()),
+        f"Invalid leading whitespace, reserved character(s), or return character(s) in header value: {hostile}",
+    ]
+    for message in messages:
+        scrubbed = redact(message, [hostile])
+        assert "QuiteSecret" not in scrubbed
+        assert MASK in scrubbed
+
+
+def test_the_operator_scrubs_what_looks_like_a_token_from_what_pods_report() -> None:
+    pod = {
+        "metadata": {"name": "demo-0"},
+        "status": {
+            "containerStatuses": [
+                {
+                    "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                    "lastState": {"terminated": {"message": f"401 with Authorization: Bearer {TOKEN} (token={TOKEN})"}},
+                    "restartCount": 3,
+                }
+            ]
+        },
+    }
+    found = pod_problem([pod], None)
+    assert found is not None
+    assert TOKEN not in found[1]
+    assert "QuiteSecret" not in found[1]
+    assert found[1].startswith("pod demo-0 restarted 3 times; last exit: 401 with Authorization: ***")
+
+
+class Refusing:
+    """The Hub client refusing the header, and quoting it, as httpx does."""
+
+    def __call__(self, **kwargs: object) -> None:
+        raise ValueError(f"Illegal header value b'Bearer {kwargs['token']}'")
+
+
+def test_a_draft_download_that_fails_never_quotes_its_token(tmp_path: Path) -> None:
+    hostile = fetch_draft(engine(DRAFT), {"SPECINFER_DRAFT_HF_TOKEN": f"{TOKEN}\nX: y"}, str(tmp_path), Refusing())
+    assert hostile is not None
+    assert "control character" in hostile
+    assert "QuiteSecret" not in hostile
+    refused = fetch_draft(engine(DRAFT), {"SPECINFER_DRAFT_HF_TOKEN": TOKEN}, str(tmp_path), Refusing())
+    assert refused is not None
+    assert refused.startswith("cannot download the draft model org/draft with its own token: ValueError")
+    assert "QuiteSecret" not in refused
