@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from specinfer_operator.controller.conditions import Observed, Verdict, compute, transitions
 from specinfer_operator.controller.health import unschedulable_message
 from specinfer_operator.controller.publish import status_patch
-from specinfer_operator.controller.reconcile import capacity_problem
 from specinfer_operator.controller.refresh import drifted
 from tests.support.statuses import DESIRED, LATER, NOW, conditions, deployment
 
@@ -143,32 +141,6 @@ def test_events_report_the_originals_not_the_kstatus_mirrors() -> None:
     assert [kind for kind, _, _ in transitions(rolling, done)] == ["Ready", "Progressing"]
     reconciling = next(c for c in done["conditions"] if c["type"] == "Reconciling")
     assert (reconciling["status"], reconciling["lastTransitionTime"]) == ("False", LATER)
-
-
-def test_status_patch_removes_keys_that_went_away() -> None:
-    assert status_patch({"a": 1, "b": 2}, {"a": 1}) == {"b": None}
-    nested = status_patch({"s": {"k": 3, "observed": {"x": 1}}}, {"s": {"k": 4}})
-    assert nested == {"s": {"k": 4, "observed": None}}
-
-
-def test_status_patch_names_only_what_changed() -> None:
-    # The reconcile's copy of tuning.lastChange may be older than the status: it must not be written back.
-    trying: dict[str, Any] = {"effectiveNumSpeculativeTokens": 2, "lastChange": {"result": "Trying"}}
-    before: dict[str, Any] = {"ready": "1/1", "tuning": trying}
-    assert status_patch(before, {"ready": "2/2", "tuning": dict(trying)}) == {"ready": "2/2"}
-    moved = {"ready": "2/2", "tuning": {**trying, "effectiveNumSpeculativeTokens": 1}}
-    assert status_patch(before, moved) == {"ready": "2/2", "tuning": {"effectiveNumSpeculativeTokens": 1}}
-
-
-def test_capacity_refuses_pods_no_node_can_hold() -> None:
-    nodes = [{"metadata": {"labels": {"pool": "a"}}, "status": {"allocatable": {"huawei.com/Ascend910": "8"}}}]
-    big = replace(DESIRED, npus_per_pod=16)
-    problem = capacity_problem(big, {}, nodes)
-    assert problem is not None
-    assert "each pod needs 16 huawei.com/Ascend910, but the largest node has 8" in problem
-    assert capacity_problem(DESIRED, {}, nodes) is None
-    assert capacity_problem(big, {}, []) is None  # no NPU node at all: let the scheduler say it
-    assert capacity_problem(DESIRED, {"pool": "b"}, nodes) is None
 
 
 def test_drift_ignores_server_defaults_but_not_edits() -> None:
