@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from specinfer_operator.cli.kubeyaml import ManifestError, documents
+from specinfer_operator.cli.yaml_documents import ManifestError, documents
 from tests.e2e.conftest import Cluster
 
 # Values as written in a manifest, plain unless quoted or tagged.

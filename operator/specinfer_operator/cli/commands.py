@@ -19,8 +19,8 @@ from specinfer_operator.api.crd import crd_yaml, editor_schema
 from specinfer_operator.api.policy import TenantPolicySpec
 from specinfer_operator.api.resource import SpeculativeInference
 from specinfer_operator.cli import tune
-from specinfer_operator.cli.kubeyaml import ManifestError
 from specinfer_operator.cli.manifests import Document, Item, LoadFailure, Skipped, load, load_policy
+from specinfer_operator.cli.yaml_documents import ManifestError
 from specinfer_operator.render.admission import check
 from specinfer_operator.render.children import DEFAULT_NPU_RESOURCE, DEFAULT_RUNTIME_IMAGE, RenderDefaults, render
 from specinfer_runtime.validation import Problem, Report

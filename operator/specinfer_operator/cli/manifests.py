@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from specinfer_operator.api.policy import POLICY_KIND, SpeculativeInferencePolicy, TenantPolicySpec
-from specinfer_operator.cli.kubeyaml import MAX_BYTES, ManifestError, Parsed, documents
+from specinfer_operator.cli.yaml_documents import MAX_BYTES, ManifestError, Parsed, documents
 from specinfer_operator.render.admission import not_ours
 from specinfer_runtime.validation import validate
 
