@@ -43,6 +43,14 @@ MAX_MODEL_LEN = 512
 MAX_TOKENS = 48
 START_TIMEOUT = 300.0  # seconds; a start takes ~40 s on 2 cores, mostly imports
 STOP_TIMEOUT = 60.0
+# The fixed prompts every engine run sends, greedy: the same tokens, the same acceptance, run after run.
+PROMPTS = [
+    "The operator renders the engine config and the runtime validates it before vLLM starts.",
+    "apiVersion: specinfer.io/v1alpha1\nkind: SpeculativeInference\nmetadata:\n  name: llama3-ngram\n",
+    "the draft proposes, the target verifies; " * 6,
+    "Speculative decoding drafts tokens cheaply and checks them in one forward pass of the target model.",
+]
+REPETITIVE = 2  # index in PROMPTS
 BASE_URL = f"http://127.0.0.1:{ENGINE_PORT}"
 
 

@@ -15,14 +15,13 @@ from typing import Any
 
 import pytest
 
-from hack.engine import MAX_MODEL_LEN, SERVED_NAME
+from hack.engine import MAX_MODEL_LEN, PROMPTS, REPETITIVE, SERVED_NAME
 from hack.tinymodel import TinyModels
 from tests.e2e.conftest import Cluster, Operator, wait_until
 from tests.e2e.podengine import Fleet
 from tests.e2e.test_canary import deployments, phase
 from tests.e2e.test_operator import apply, condition, resource, wait_ready, wait_resource
 from tests.e2e.test_rollback import events
-from tests.engine.test_engine import PROMPTS, REPETITIVE
 
 NAME = "tiny-canary"
 NEED = 150  # draft tokens on each side before the canary is judged (ngram drafts ~40 per round on a pod)

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from hack.engine import MAX_MODEL_LEN, SERVED_NAME
+from hack.engine import MAX_MODEL_LEN, PROMPTS, REPETITIVE, SERVED_NAME
 from hack.tinymodel import TinyModels
 from specinfer_operator.api.labels import TUNED_K_ANNOTATION
 from specinfer_operator.tuning import applied
@@ -29,7 +29,6 @@ from tests.e2e.podengine import Fleet
 from tests.e2e.test_canary import deployments
 from tests.e2e.test_operator import apply, condition, resource, wait_ready, wait_resource
 from tests.e2e.test_rollback import events
-from tests.engine.test_engine import PROMPTS, REPETITIVE
 
 NAME = "tiny-tuning"
 NEED = 150  # draft tokens per K, and on each side of a canary (ngram drafts ~25 per prompt at K=1, ~40 at K=2)

@@ -17,6 +17,8 @@ import pytest
 
 from hack.container import Container, runtime_image, same_path
 from hack.engine import (
+    PROMPTS,
+    REPETITIVE,
     SERVED_NAME,
     SKIP_REASON,
     EngineRun,
@@ -34,13 +36,6 @@ from specinfer_runtime.launcher import listening
 
 pytestmark = pytest.mark.skipif(venv_variable() is None, reason=SKIP_REASON)
 
-PROMPTS = [
-    "The operator renders the engine config and the runtime validates it before vLLM starts.",
-    "apiVersion: specinfer.io/v1alpha1\nkind: SpeculativeInference\nmetadata:\n  name: llama3-ngram\n",
-    "the draft proposes, the target verifies; " * 6,
-    "Speculative decoding drafts tokens cheaply and checks them in one forward pass of the target model.",
-]
-REPETITIVE = 2  # index in PROMPTS
 # Served from the runtime image when images/build has built it: the two methods it adds nothing for (ngram)
 # and adds arctic-inference for (suffix, built in the image's build stage). Every test below holds for them
 # as for the engine venv's runs, against the same baseline.

@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from hack.engine import REPO, SKIP_REASON, checked, engine_config, run_engine, venv_variable
+from hack.engine import PROMPTS, REPO, SKIP_REASON, checked, engine_config, run_engine, venv_variable
 from hack.tinymodel import TinyModels
-from tests.engine.test_engine import PROMPTS
 
 pytestmark = pytest.mark.skipif(venv_variable() is None, reason=SKIP_REASON)
 
