@@ -8,21 +8,20 @@ stops it at the end. Set SPECINFER_E2E_KUBECONFIG to run the same suite against 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
 import subprocess
-import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client, config
+
+from hack.kubeclient import Cluster, wait_until
 
 # The real engine (skipped without SPECINFER_ENGINE_VENV) for the tests that put one behind a pod.
 from tests.engine.conftest import engine_env, engine_venv, models  # noqa: F401
@@ -51,44 +50,6 @@ CRD_NAME = "speculativeinferences.specinfer.io"
 NODES, NPUS_PER_NODE = 2, 8
 
 
-@dataclass
-class Cluster:
-    kubeconfig: str
-    kubectl_path: str
-    api: client.ApiClient
-
-    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-        """Run kubectl against this cluster; output is text."""
-        result = subprocess.run(
-            [self.kubectl_path, "--kubeconfig", self.kubeconfig, *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        if check and result.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr}")
-        return result
-
-    def get(self, *args: str) -> dict[str, Any]:
-        """`kubectl get ... -o json`, parsed."""
-        loaded: dict[str, Any] = json.loads(self.kubectl("get", *args, "-o", "json").stdout)
-        return loaded
-
-    @property
-    def core(self) -> client.CoreV1Api:
-        return client.CoreV1Api(self.api)
-
-    @property
-    def apps(self) -> client.AppsV1Api:
-        return client.AppsV1Api(self.api)
-
-    @property
-    def custom(self) -> client.CustomObjectsApi:
-        return client.CustomObjectsApi(self.api)
-
-
 def _cluster_env() -> dict[str, str]:
     """KUBECONFIG and PATH as `hack/cluster env` prints them."""
     out = subprocess.run([str(CLUSTER), "env"], capture_output=True, text=True, check=True).stdout
@@ -105,18 +66,6 @@ def _kubectl_for(env: dict[str, str]) -> str:
     if not found:
         raise RuntimeError("kubectl not found: set KUBECTL or put kubectl on PATH")
     return found
-
-
-def wait_until(what: str, check: Any, timeout: float = 60, interval: float = 0.5) -> Any:
-    """Poll `check` until it returns something truthy; fail with `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
 
 
 @pytest.fixture(scope="session")

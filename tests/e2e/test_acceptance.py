@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from hack.engine import MAX_MODEL_LEN, PROMPTS, REPETITIVE, SERVED_NAME
+from hack.kubeclient import Cluster, pods, wait_until
+from hack.podengine import PodEngine
 from hack.tinymodel import TinyModels
 from specinfer_operator.measure.scrape import counts
 from specinfer_operator.measure.window import Counts
-from tests.e2e.conftest import Cluster, wait_until
-from tests.e2e.podengine import PodEngine
-from tests.e2e.test_operator import apply, condition, pods, resource
+from tests.e2e.test_operator import apply, condition, resource
 
 NAME = "tiny-ngram"
 SCRAPE = 5  # seconds, the shortest spec.telemetry.intervalSeconds

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Cluster, Operator, wait_until
-from tests.e2e.test_operator import apply, condition, pods, resource, spec, wait_ready, wait_resource
+from hack.kubeclient import Cluster, pods, wait_until
+from tests.e2e.conftest import Operator
+from tests.e2e.test_operator import apply, condition, resource, spec, wait_ready, wait_resource
 from tests.e2e.test_rollback import CRASHLOOP, PREFLIGHT, events
 
 ANNOTATION = "specinfer.io/canary"

@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 
 from hack.engine import MAX_MODEL_LEN, PROMPTS, REPETITIVE, SERVED_NAME
+from hack.kubeclient import Cluster, wait_until
+from hack.podengine import Fleet
 from hack.tinymodel import TinyModels
-from tests.e2e.conftest import Cluster, Operator, wait_until
-from tests.e2e.podengine import Fleet
+from tests.e2e.conftest import Operator
 from tests.e2e.test_canary import deployments, phase
 from tests.e2e.test_operator import apply, condition, resource, wait_ready, wait_resource
 from tests.e2e.test_rollback import events

@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 import yaml
 
+from hack.kubeclient import Cluster, pods, wait_until
 from specinfer_operator.render import children
-from tests.e2e.conftest import ROOT, Cluster, Operator, wait_until
+from tests.e2e.conftest import ROOT, Operator
 from tests.e2e.test_canary import deployments
 from tests.e2e.test_groups import group
-from tests.e2e.test_operator import apply, condition, pods, resource, spec, wait_ready
+from tests.e2e.test_operator import apply, condition, resource, spec, wait_ready
 from tests.support.builders import cr
 
 CHART = ROOT / "charts" / "specinfer-operator"

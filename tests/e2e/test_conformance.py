@@ -10,11 +10,11 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
+from hack.kubeclient import Cluster
 from specinfer_operator.api.resource import GROUP, PLURAL, VERSION
 from specinfer_operator.platform.kube import Kube
 from specinfer_operator.render.admission import check
 from specinfer_operator.render.children import render
-from tests.e2e.conftest import Cluster
 from tests.support.builders import EXAMPLES
 from tests.support.casetable import Case, load_cases
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import ROOT, Cluster
+from hack.kubeclient import Cluster
+from tests.e2e.conftest import ROOT
 from tests.e2e.test_operator import apply, condition, spec, wait_ready, wait_resource
 
 ARGOCD_HEALTH = ROOT / "gitops" / "argocd" / "health.lua"

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import CLUSTER, Cluster, Operator, wait_until
-from tests.e2e.test_operator import apply, condition, pods, resource, spec, wait_ready, wait_resource
+from hack.kubeclient import Cluster, pods, wait_until
+from tests.e2e.conftest import CLUSTER, Operator
+from tests.e2e.test_operator import apply, condition, resource, spec, wait_ready, wait_resource
 from tests.e2e.test_rollback import CRASHLOOP, PREFLIGHT, degraded_by
 
 SET_LABEL = "leaderworkerset.sigs.k8s.io/name"

@@ -19,9 +19,10 @@ import yaml
 
 from hack.hostile import BEHAVIOURS, Behaviour, Server, engine, exposition
 from hack.hostile import answer as answering
+from hack.kubeclient import Cluster, pods, wait_until
 from specinfer_operator.api.labels import CONFIG_HASH_ANNOTATION
-from tests.e2e.conftest import Cluster, Operator, admission_policy, wait_until
-from tests.e2e.test_operator import apply, pods, resource, wait_ready, wait_resource
+from tests.e2e.conftest import Operator, admission_policy
+from tests.e2e.test_operator import apply, resource, wait_ready, wait_resource
 
 INTERVAL = 5  # spec.telemetry.intervalSeconds
 HOSTILE = ("status line a byte at a time", "endless 100 Continue", "a sample line with 50,000 labels")

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from hack.container import Container, podman, runtime_image
-from tests.e2e.conftest import Cluster, free_port, local_get, wait_until
-from tests.e2e.test_operator import pods, wait_ready
+from hack.kubeclient import Cluster, pods, wait_until
+from tests.e2e.conftest import free_port, local_get
+from tests.e2e.test_operator import wait_ready
 
 OPERATOR_IMAGE_VARIABLE = "SPECINFER_BUILT_OPERATOR_IMAGE"
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ngram.yaml"

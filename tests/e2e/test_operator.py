@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.conftest import CLUSTER, NODES, NPUS_PER_NODE, ROOT, Cluster, Operator, admission_policy, wait_until
+from hack.kubeclient import Cluster, pods, wait_until
+from tests.e2e.conftest import CLUSTER, NODES, NPUS_PER_NODE, ROOT, Operator, admission_policy
 
 NPU = "huawei.com/Ascend910"
 
@@ -42,12 +43,6 @@ def resource(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
 
 def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
     return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == kind), {})
-
-
-def pods(cluster: Cluster, namespace: str, name: str) -> list[dict[str, Any]]:
-    selector = f"app.kubernetes.io/instance={name}"
-    items: list[dict[str, Any]] = cluster.get("pods", "-n", namespace, "-l", selector)["items"]
-    return [p for p in items if not p["metadata"].get("deletionTimestamp")]
 
 
 def wait_resource(

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.conftest import ROOT, Cluster, wait_until
-from tests.e2e.test_operator import apply, pods, wait_ready
+from hack.kubeclient import Cluster, pods, wait_until
+from tests.e2e.conftest import ROOT
+from tests.e2e.test_operator import apply, wait_ready
 
 EXAMPLE = ROOT / "examples" / "pod" / "ascend-cluster.yaml"
 

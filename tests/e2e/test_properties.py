@@ -16,8 +16,8 @@ import yaml
 from hypothesis import given, settings
 from kubernetes import client
 
+from hack.kubeclient import Cluster, wait_until
 from specinfer_operator.cli.commands import main
-from tests.e2e.conftest import Cluster, wait_until
 from tests.support.strategies import resources
 
 # With HYPOTHESIS_PROFILE=explore and a larger SPECINFER_PROPERTY_SAMPLE this searches wider than CI does.

@@ -13,11 +13,11 @@ import pytest
 import yaml
 from kubernetes import client
 
+from hack.kubeclient import Cluster, pods, wait_until
 from specinfer_operator.api.policy import TenantPolicySpec, policy_problems
 from specinfer_operator.render.admission import check
-from tests.e2e.conftest import Cluster, wait_until
 from tests.e2e.test_chart import CHART, helm
-from tests.e2e.test_operator import apply, condition, pods, resource, serving, wait_ready, wait_reason, wait_resource
+from tests.e2e.test_operator import apply, condition, resource, serving, wait_ready, wait_reason, wait_resource
 from tests.support.builders import resource as manifest
 from tests.support.policycases import CASES, DRIVER, DRIVER_MOUNT, NON_ROOT, spec_of
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.e2e.conftest import Cluster, wait_until
+from hack.kubeclient import Cluster, wait_until
 from tests.e2e.test_operator import apply, spec, wait_ready
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from hack.kubeclient import Cluster
 from specinfer_operator.cli.yaml_documents import ManifestError, documents
-from tests.e2e.conftest import Cluster
 
 # Values as written in a manifest, plain unless quoted or tagged.
 VALUES = [

