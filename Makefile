@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup run test check lint typecheck unit package e2e engine images crd vllm-flags bench bench-operator bench-telemetry bench-hostile bench-tuning clean
+.PHONY: setup run test check lint typecheck unit package e2e engine images crd docs vllm-flags bench bench-operator bench-telemetry bench-hostile bench-tuning clean
 
 setup: $(STAMP)
 
@@ -74,6 +74,10 @@ images: setup
 crd: setup
 	$(BIN)/specinfer crd > crds/speculativeinference.yaml
 	cp crds/speculativeinference.yaml charts/specinfer-operator/crds/speculativeinference.yaml
+
+## docs: regenerate the support matrix (docs/support-matrix.md) from the runtime's compatibility table
+docs: setup
+	$(BIN)/specinfer support-matrix > docs/support-matrix.md
 
 ## vllm-flags: regenerate the table of vllm serve's flags (and which the operator owns) and of --compilation-config's keys from the engine venv's vLLM
 vllm-flags: setup

@@ -10,11 +10,13 @@ working image is never refused.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from importlib import metadata
 
 from packaging.version import InvalidVersion, Version
 
 from specinfer_runtime.engine import EngineSpec
+from specinfer_runtime.methods import METHODS
 
 # vLLM: `mtp` as a method name (the operator renders every MTP alias as `mtp`) arrived in 0.11.0.
 VLLM_FLOOR = "0.11.0"
@@ -69,41 +71,80 @@ def installed(version_of: Callable[[str], str] = metadata.version) -> dict[str, 
     return found
 
 
-def _needs(spec: EngineSpec, ascend: bool) -> list[tuple[str, str]]:
+@dataclass(frozen=True)
+class Feature:
+    """Something a spec may use, with the first vLLM and vllm-ascend releases that run it (None: every release
+    the operator renders for). The checks in the pod and the support matrix (docs/support-matrix.md) both read
+    FEATURES."""
+
+    name: str  # as messages and the support matrix name it
+    vllm: str | None
+    ascend: str | None
+    used: Callable[[EngineSpec], bool]
+    method: bool = False  # a method: with no floor of its own, it runs from the operator's first release
+
+
+def _method(name: str) -> Feature:
+    return Feature(
+        f"method {name}",
+        VLLM_METHOD_FLOORS.get(name),
+        ASCEND_METHOD_FLOORS.get(name),
+        lambda spec: spec.speculative.effective_method() == name,
+        method=True,
+    )
+
+
+FEATURES: tuple[Feature, ...] = (
+    Feature("the speculative config this operator renders", VLLM_FLOOR, ASCEND_FLOOR, lambda spec: True),
+    Feature(
+        "parallelDrafting",
+        VLLM_PARALLEL_DRAFTING,
+        ASCEND_PARALLEL_DRAFTING,
+        lambda spec: bool(spec.speculative.parallel_drafting),
+    ),
+    Feature(
+        "rejectionSampleMethod synthetic",
+        VLLM_SYNTHETIC,
+        ASCEND_SYNTHETIC,
+        lambda spec: spec.speculative.rejection_sample_method == "synthetic",
+    ),
+    Feature(
+        "dspark.adaptiveVerification",
+        VLLM_ADAPTIVE_VERIFICATION,
+        ASCEND_ADAPTIVE_VERIFICATION,
+        lambda spec: spec.speculative.dspark is not None and spec.speculative.dspark.adaptive_verification,
+    ),
+    Feature(
+        "dynamicVerification",
+        None,
+        ASCEND_DYNAMIC_VERIFICATION,
+        lambda spec: spec.speculative.dynamic_verification is not None,
+    ),
+    Feature(
+        "numSpeculativeTokensPerBatchSize",
+        VLLM_SCHEDULE,
+        ASCEND_SCHEDULE,
+        lambda spec: spec.speculative.num_speculative_tokens_per_batch_size is not None,
+    ),
+    *(_method(name) for name in METHODS),
+    Feature(
+        "asyncScheduling with speculative decoding",
+        None,
+        ASCEND_ASYNC_SCHEDULING,
+        lambda spec: spec.scheduling.async_scheduling is True,
+    ),
+    Feature(
+        "rejectionSampler (Block/Entropy Verify)",
+        None,
+        ASCEND_REJECTION_SAMPLER,
+        lambda spec: spec.speculative.rejection_sampler is not None,
+    ),
+)
+
+
+def needs(spec: EngineSpec, ascend: bool) -> list[tuple[str, str]]:
     """(what, minimum version) pairs for this spec, on vllm-ascend or on plain vLLM."""
-    method = spec.speculative.effective_method()
-    schedule = spec.speculative.num_speculative_tokens_per_batch_size is not None
-    sc = spec.speculative
-    parallel = sc.parallel_drafting
-    synthetic = sc.rejection_sample_method == "synthetic"
-    adaptive = sc.dspark is not None and sc.dspark.adaptive_verification
-    if not ascend:
-        return (
-            [("the speculative config this operator renders", VLLM_FLOOR)]
-            + ([(f"method {method}", VLLM_METHOD_FLOORS[method])] if method in VLLM_METHOD_FLOORS else [])
-            + ([("numSpeculativeTokensPerBatchSize", VLLM_SCHEDULE)] if schedule else [])
-            + ([("parallelDrafting", VLLM_PARALLEL_DRAFTING)] if parallel else [])
-            + ([("rejectionSampleMethod synthetic", VLLM_SYNTHETIC)] if synthetic else [])
-            + ([("dspark.adaptiveVerification", VLLM_ADAPTIVE_VERIFICATION)] if adaptive else [])
-        )
-    needs = [("the speculative config this operator renders", ASCEND_FLOOR)]
-    if parallel:
-        needs.append(("parallelDrafting", ASCEND_PARALLEL_DRAFTING))
-    if synthetic:
-        needs.append(("rejectionSampleMethod synthetic", ASCEND_SYNTHETIC))
-    if adaptive:
-        needs.append(("dspark.adaptiveVerification", ASCEND_ADAPTIVE_VERIFICATION))
-    if sc.dynamic_verification is not None:
-        needs.append(("dynamicVerification", ASCEND_DYNAMIC_VERIFICATION))
-    if schedule:
-        needs.append(("numSpeculativeTokensPerBatchSize", ASCEND_SCHEDULE))
-    if method in ASCEND_METHOD_FLOORS:
-        needs.append((f"method {method}", ASCEND_METHOD_FLOORS[method]))
-    if spec.scheduling.async_scheduling:
-        needs.append(("asyncScheduling with speculative decoding", ASCEND_ASYNC_SCHEDULING))
-    if spec.speculative.rejection_sampler is not None:
-        needs.append(("rejectionSampler (Block/Entropy Verify)", ASCEND_REJECTION_SAMPLER))
-    return needs
+    return [(f.name, floor) for f in FEATURES if (floor := f.ascend if ascend else f.vllm) is not None and f.used(spec)]
 
 
 def unsupported(spec: EngineSpec, versions: Mapping[str, str]) -> list[str]:
@@ -120,7 +161,7 @@ def unsupported(spec: EngineSpec, versions: Mapping[str, str]) -> list[str]:
     if current.dev is not None or current.local:
         current = Version(current.base_version)  # a build from a branch counts as the release it leads to
     missing = [
-        f"{what} needs >= {floor}" for what, floor in _needs(spec, ascend is not None) if current < Version(floor)
+        f"{what} needs >= {floor}" for what, floor in needs(spec, ascend is not None) if current < Version(floor)
     ]
     if not missing:
         return []

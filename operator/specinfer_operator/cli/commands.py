@@ -20,6 +20,7 @@ from specinfer_operator.api.policy import TenantPolicySpec
 from specinfer_operator.api.resource import SpeculativeInference
 from specinfer_operator.cli import tune
 from specinfer_operator.cli.manifests import Document, Item, LoadFailure, Skipped, load, load_policy
+from specinfer_operator.cli.matrix import support_matrix
 from specinfer_operator.cli.yaml_documents import ManifestError
 from specinfer_operator.render.admission import check
 from specinfer_operator.render.children import DEFAULT_NPU_RESOURCE, DEFAULT_RUNTIME_IMAGE, RenderDefaults, render
@@ -152,6 +153,11 @@ def cmd_crd(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
+def cmd_support_matrix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    out.write(support_matrix())
+    return EXIT_OK
+
+
 def cmd_schema(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     json.dump(editor_schema(), out, indent=2)
     out.write("\n")
@@ -217,6 +223,12 @@ def parser() -> argparse.ArgumentParser:
         "enums and ranges as you type; cross-field rules are checked by `specinfer validate`.",
     )
     s.set_defaults(func=cmd_schema)
+
+    m = sub.add_parser(
+        "support-matrix",
+        help="print which vllm-ascend and vLLM releases run each method and option (Markdown)",
+    )
+    m.set_defaults(func=cmd_support_matrix)
 
     tune.add_parser(sub)
     return top
