@@ -15,8 +15,9 @@ from importlib import metadata
 
 from packaging.version import InvalidVersion, Version
 
+from specinfer_runtime.celrules import cel_list, evaluate
 from specinfer_runtime.engine import EngineSpec
-from specinfer_runtime.methods import METHODS
+from specinfer_runtime.methods import METHODS, MTP_NAMES
 
 # vLLM: `mtp` as a method name (the operator renders every MTP alias as `mtp`) arrived in 0.11.0.
 VLLM_FLOOR = "0.11.0"
@@ -48,10 +49,13 @@ ASCEND_SCHEDULE = "0.24.0rc1"
 # Options with floors of their own.
 VLLM_PARALLEL_DRAFTING, ASCEND_PARALLEL_DRAFTING = "0.16.0", "0.17.0rc1"  # vLLM inferred; vllm-ascend #6766
 VLLM_SYNTHETIC = "0.24.0"  # inferred: synthetic_acceptance_rates/length in vLLM by June 2026
-ASCEND_SYNTHETIC = "0.28.0rc1"  # inferred: vllm-ascend#15556 (September 2026) runs it; refused before
+# model runner v1 passes it to the sampler from vllm-ascend#12256 (in the v0.26.0rc branch; before, v1 ignored it and
+# verified as usual); model runner v2 from #15556 (September 2026)
+ASCEND_SYNTHETIC = "0.26.0rc1"
 VLLM_ADAPTIVE_VERIFICATION = "0.28.0"  # inferred: after 0.27.1 (vllm#47808)
 ASCEND_ADAPTIVE_VERIFICATION = "0.28.0rc1"  # inferred: vllm-ascend#15098 (September 2026)
-ASCEND_DYNAMIC_VERIFICATION = "0.27.0rc1"  # inferred: dynamic_spec_config, on main after the 0.26.0rc branch
+# dynamic_spec_config (vllm-ascend#13216), on main after the 0.26.0rc branch: its first tag is v0.27.1rc1
+ASCEND_DYNAMIC_VERIFICATION = "0.27.0rc1"
 ASCEND_ASYNC_SCHEDULING = "0.13.0rc1"  # async scheduler with EAGLE-family drafting
 ASCEND_REJECTION_SAMPLER = "0.22.1rc1"  # inferred: additional_config.rejection_sampler_config (Block/Entropy Verify)
 
@@ -74,77 +78,97 @@ def installed(version_of: Callable[[str], str] = metadata.version) -> dict[str, 
 @dataclass(frozen=True)
 class Feature:
     """Something a spec may use, with the first vLLM and vllm-ascend releases that run it (None: every release
-    the operator renders for). The checks in the pod and the support matrix (docs/support-matrix.md) both read
-    FEATURES."""
+    the operator renders for). The check in the pod, the admission rules on declared and default engine
+    versions, and the support matrix (docs/support-matrix.md) all read FEATURES."""
 
     name: str  # as messages and the support matrix name it
     vllm: str | None
     ascend: str | None
-    used: Callable[[EngineSpec], bool]
+    used: str  # CEL over the engine spec as `self` (the resource's spec has the same fields)
+    field: str  # the field of the spec that asks for it, for messages
     method: bool = False  # a method: with no floor of its own, it runs from the operator's first release
+
+    def uses(self, spec: EngineSpec) -> bool:
+        return evaluate(self.used, spec.dump()) is True
 
 
 def _method(name: str) -> Feature:
+    names = MTP_NAMES if name == "mtp" else (name,)
     return Feature(
         f"method {name}",
         VLLM_METHOD_FLOORS.get(name),
         ASCEND_METHOD_FLOORS.get(name),
-        lambda spec: spec.speculative.effective_method() == name,
+        f"self.speculative.method in {cel_list(names)}",
+        "speculative.method",
         method=True,
     )
 
 
+def _flag(path: str) -> str:
+    """CEL: the boolean field at `path` (under self) is set and true."""
+    parts = path.split(".")
+    present = " && ".join(f"has(self.{'.'.join(parts[: i + 1])})" for i in range(len(parts)))
+    return f"{present} && self.{path}"
+
+
 FEATURES: tuple[Feature, ...] = (
-    Feature("the speculative config this operator renders", VLLM_FLOOR, ASCEND_FLOOR, lambda spec: True),
+    Feature("the speculative config this operator renders", VLLM_FLOOR, ASCEND_FLOOR, "true", "speculative.method"),
     Feature(
         "parallelDrafting",
         VLLM_PARALLEL_DRAFTING,
         ASCEND_PARALLEL_DRAFTING,
-        lambda spec: bool(spec.speculative.parallel_drafting),
+        _flag("speculative.parallelDrafting"),
+        "speculative.parallelDrafting",
     ),
     Feature(
         "rejectionSampleMethod synthetic",
         VLLM_SYNTHETIC,
         ASCEND_SYNTHETIC,
-        lambda spec: spec.speculative.rejection_sample_method == "synthetic",
+        "has(self.speculative.rejectionSampleMethod) && self.speculative.rejectionSampleMethod == 'synthetic'",
+        "speculative.rejectionSampleMethod",
     ),
     Feature(
         "dspark.adaptiveVerification",
         VLLM_ADAPTIVE_VERIFICATION,
         ASCEND_ADAPTIVE_VERIFICATION,
-        lambda spec: spec.speculative.dspark is not None and spec.speculative.dspark.adaptive_verification,
+        _flag("speculative.dspark.adaptiveVerification"),
+        "speculative.dspark.adaptiveVerification",
     ),
     Feature(
         "dynamicVerification",
         None,
         ASCEND_DYNAMIC_VERIFICATION,
-        lambda spec: spec.speculative.dynamic_verification is not None,
+        "has(self.speculative.dynamicVerification)",
+        "speculative.dynamicVerification",
     ),
     Feature(
         "numSpeculativeTokensPerBatchSize",
         VLLM_SCHEDULE,
         ASCEND_SCHEDULE,
-        lambda spec: spec.speculative.num_speculative_tokens_per_batch_size is not None,
+        "has(self.speculative.numSpeculativeTokensPerBatchSize)",
+        "speculative.numSpeculativeTokensPerBatchSize",
     ),
     *(_method(name) for name in METHODS),
     Feature(
         "asyncScheduling with speculative decoding",
         None,
         ASCEND_ASYNC_SCHEDULING,
-        lambda spec: spec.scheduling.async_scheduling is True,
+        _flag("scheduling.asyncScheduling"),
+        "scheduling.asyncScheduling",
     ),
     Feature(
         "rejectionSampler (Block/Entropy Verify)",
         None,
         ASCEND_REJECTION_SAMPLER,
-        lambda spec: spec.speculative.rejection_sampler is not None,
+        "has(self.speculative.rejectionSampler)",
+        "speculative.rejectionSampler",
     ),
 )
 
 
 def needs(spec: EngineSpec, ascend: bool) -> list[tuple[str, str]]:
     """(what, minimum version) pairs for this spec, on vllm-ascend or on plain vLLM."""
-    return [(f.name, floor) for f in FEATURES if (floor := f.ascend if ascend else f.vllm) is not None and f.used(spec)]
+    return [(f.name, floor) for f in FEATURES if (floor := f.ascend if ascend else f.vllm) is not None and f.uses(spec)]
 
 
 def unsupported(spec: EngineSpec, versions: Mapping[str, str]) -> list[str]:

@@ -38,6 +38,7 @@ NOT_JUDGED_RULES = {
     "R15": "who sets a flag, not whether vLLM takes it (test_flags.py runs every spelling through vLLM's parser)",
     "R17": "a value that would be read as a flag: the command line itself changes",
     "tuning": "the operator's tuning settings, which are not rendered for vLLM",
+    "engine": "the releases a runtime image declares, which vLLM never sees (the pod checks what it holds)",
 }
 # What vLLM says of these with the tiny Llama is about the model, not the configuration.
 NOT_JUDGED_METHODS = {

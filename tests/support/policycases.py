@@ -127,6 +127,19 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], str | None]] = [
         {"allowedImagePrefixes": ["registry.example.com/"]},
         None,
     ),
+    (
+        "a method the default image's release predates",
+        {},
+        {"defaultEngineVersions": {"vllmAscend": "0.11.0rc0"}},
+        "spec.speculative.method",
+    ),
+    ("a method the default image runs", {}, {"defaultEngineVersions": {"vllmAscend": "0.23.0"}}, None),
+    (
+        "an image of its own, with its own versions, beside an old default image",
+        {"runtime": {"image": "registry.example.com/runtime:1", "engineVersions": {"vllmAscend": "0.23.0"}}},
+        {"defaultEngineVersions": {"vllmAscend": "0.11.0rc0"}},
+        None,
+    ),
 ]
 
 

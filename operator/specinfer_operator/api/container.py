@@ -11,6 +11,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, Field
 
+from specinfer_operator.api.engine import EngineVersions
 from specinfer_runtime import multinode
 from specinfer_runtime.base import Section, list_map
 from specinfer_runtime.celrules import Rule, cel_list
@@ -190,6 +191,11 @@ class RuntimeSettings(Section):
         max_length=512,
         description="Runtime image (vllm-ascend + arctic-inference + specinfer-runtime); the operator's "
         "--runtime-image when unset.",
+    )
+    engine_versions: EngineVersions | None = Field(
+        default=None,
+        description="The vLLM and vllm-ascend releases in image (its io.specinfer.engine.* labels): with them, a spec "
+        "whose features need later releases is refused at kubectl apply instead of failing in its pods.",
     )
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
         default="IfNotPresent", description="Kubernetes imagePullPolicy of the engine container."

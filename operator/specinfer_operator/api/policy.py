@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from specinfer_operator.api.container import ABSOLUTE_PATH
+from specinfer_operator.api.engine import DEFAULT_RULES, EngineVersions
 from specinfer_operator.api.metadata import ObjectMeta
 from specinfer_operator.api.overlay import VOLUME_SOURCES
 from specinfer_operator.api.resource import API_VERSION
@@ -108,6 +109,13 @@ class TenantPolicySpec(Section):
         max_length=64,
         description="Prefixes (e.g. registry.example.com/ml/) that spec.runtime.image and every sidecar image "
         "must start with; any image when empty.",
+    )
+
+    default_engine_versions: EngineVersions | None = Field(
+        default=None,
+        description="The vLLM and vllm-ascend releases of the operator's default runtime image (the chart sets them "
+        "from its runtimeImage's pin): a resource without spec.runtime.image whose features need later releases "
+        "is refused. Unset: only the pods can tell.",
     )
 
 
@@ -280,6 +288,7 @@ POLICY_RULES: tuple[Rule, ...] = (
         field_path=".spec.runtime.image",
         reason="FieldValueForbidden",
     ),
+    *DEFAULT_RULES,
 )
 
 

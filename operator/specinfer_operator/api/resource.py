@@ -11,6 +11,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from specinfer_operator.api.container import ProbeSettings, ResourceSettings, RuntimeSettings
+from specinfer_operator.api.engine import DECLARED_RULES
 from specinfer_operator.api.metadata import ObjectMeta
 from specinfer_operator.api.overlay import POD_TEMPLATE_KEY_MAPS, PodTemplate
 from specinfer_operator.api.placement import PLACEMENT_LABEL_MAPS, PlacementSettings
@@ -67,6 +68,7 @@ class SpeculativeInferenceSpec(EngineSpec):
 
     cel_rules: ClassVar[tuple[Rule, ...]] = (
         *EngineSpec.cel_rules,
+        *DECLARED_RULES,
         Rule(
             id="npus",
             rule=f"!has(self.resources.npusPerPod) || self.resources.npusPerPod >= {_POD_NPUS}",

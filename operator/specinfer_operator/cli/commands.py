@@ -7,6 +7,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ import yaml
 
 from specinfer_operator import __version__
 from specinfer_operator.api.crd import crd_yaml, editor_schema
+from specinfer_operator.api.engine import EngineVersions
 from specinfer_operator.api.policy import TenantPolicySpec
 from specinfer_operator.api.resource import SpeculativeInference
 from specinfer_operator.cli import tune
@@ -25,6 +27,7 @@ from specinfer_operator.cli.yaml_documents import ManifestError
 from specinfer_operator.render.admission import check
 from specinfer_operator.render.children import DEFAULT_NPU_RESOURCE, DEFAULT_RUNTIME_IMAGE, RenderDefaults, render
 from specinfer_runtime.validation import Problem, Report
+from specinfer_runtime.versions import RELEASE
 
 EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
 
@@ -98,7 +101,7 @@ def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         doc = _tally(item, tally, err if args.output == "text" else io.StringIO(), args.verbose)
         if doc is None:
             continue
-        report = check(doc.data, policy)
+        report = check(doc.data, policy, _engine(args.engine_version))
         tally.invalid += not report.ok
         warnings = _warnings(doc, report)
         results.append(
@@ -122,6 +125,23 @@ def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     elif not args.quiet:
         print(tally.summary(), file=err)
     return tally.code()
+
+
+ENGINES = {"vllm-ascend": "vllm_ascend", "vllm": "vllm"}
+
+
+def engine_version(text: str) -> tuple[str, str]:
+    """`vllm-ascend=0.23.0` or `vllm=0.32.0`, as --engine-version takes it."""
+    name, _, release = text.partition("=")
+    if name not in ENGINES or not re.match(RELEASE, release):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not ENGINE=RELEASE with ENGINE vllm-ascend or vllm and RELEASE like 0.25.1rc1"
+        )
+    return ENGINES[name], release
+
+
+def _engine(given: list[tuple[str, str]] | None) -> EngineVersions | None:
+    return EngineVersions.model_validate(dict(given)) if given else None
 
 
 def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -196,6 +216,15 @@ def parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="a SpeculativeInferencePolicy manifest (the tenant policy the chart installs) to check the resources "
         "against; its built-in defaults when not given",
+    )
+    v.add_argument(
+        "--engine-version",
+        action="append",
+        type=engine_version,
+        metavar="ENGINE=RELEASE",
+        help="a release the default runtime image runs (vllm-ascend=0.23.0, vllm=0.23.0; repeat for both), as the "
+        "chart's runtimeEngineVersions state it: resources without spec.runtime.image whose features need later "
+        "releases are invalid (docs/support-matrix.md); overrides the policy's defaultEngineVersions",
     )
     v.set_defaults(func=cmd_validate)
 

@@ -21,6 +21,7 @@ from specinfer_operator.tuning import auto
 # Written by the telemetry loop (telemetry/observation.py); reconcile carries it while the figures it judged stay.
 # ConfigValid's reasons when the spec may not roll out.
 FORBIDDEN_BY_POLICY = "ForbiddenByPolicy"  # the tenant policy refuses the spec
+ENGINE_TOO_OLD = "EngineTooOld"  # its features need later vLLM or vllm-ascend releases than its image runs
 GROUPS_MISSING = "LeaderWorkerSetMissing"  # an engine over several nodes, and no LeaderWorkerSet to run it
 # The API server refused a child; handlers retry such a resource on a timer, as the cause may be outside it.
 APPLY_REJECTED = "ApplyRejected"

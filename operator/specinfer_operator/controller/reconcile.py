@@ -17,12 +17,14 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from specinfer_operator.api.engine import ENGINE_RULE
 from specinfer_operator.api.labels import selector_labels
 from specinfer_operator.api.policy import TenantPolicySpec
 from specinfer_operator.api.resource import SpeculativeInference
 from specinfer_operator.controller.arrangement import arrange, carry_out, starts_rollout
 from specinfer_operator.controller.conditions import (
     APPLY_REJECTED,
+    ENGINE_TOO_OLD,
     FORBIDDEN_BY_POLICY,
     GROUPS_MISSING,
     NAME_CONFLICT,
@@ -87,8 +89,9 @@ def verdict_of(
     chosen = applied.resolve(cr_body, report, lambda c: family_hash(c, defaults), checker)
     if chosen is None:
         message = "; ".join(str(p) for p in report.errors)
-        by_policy = bool(report.errors) and all(p.rule == "policy" for p in report.errors)
-        return Verdict(False, FORBIDDEN_BY_POLICY if by_policy else "InvalidSpec", message), None, None
+        rules = {p.rule for p in report.errors}
+        reason = {frozenset({"policy"}): FORBIDDEN_BY_POLICY, frozenset({ENGINE_RULE}): ENGINE_TOO_OLD}
+        return Verdict(False, reason.get(frozenset(rules), "InvalidSpec"), message), None, None
     cr = chosen.resource
     warnings = [str(p) for p in report.warnings] + ([chosen.warning] if chosen.warning else [])
     desired = desired_of(cr, defaults, chosen.requested_k, chosen.tuned)

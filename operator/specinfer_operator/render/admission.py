@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from specinfer_operator.api.engine import EngineVersions, default_problems, undeclared
 from specinfer_operator.api.policy import POLICY_KIND, TenantPolicySpec, policy_problems
 from specinfer_operator.api.resource import API_VERSION, GROUP, KIND, SpeculativeInference
 from specinfer_operator.render.pod import overridden
@@ -43,14 +44,28 @@ def identity_problems(data: Any) -> list[Problem]:
     return problems
 
 
-def check(data: Any, policy: TenantPolicySpec | None = None) -> Report[SpeculativeInference]:
+def check(
+    data: Any, policy: TenantPolicySpec | None = None, engine: EngineVersions | None = None
+) -> Report[SpeculativeInference]:
     """Everything `kubectl apply` and the operator would say about one SpeculativeInference; with a tenant
-    policy, what it refuses too (the schema and the resource's own rules first, as admission runs them)."""
+    policy, what it refuses too (the schema and the resource's own rules first, as admission runs them); with
+    `engine`, what a default runtime image of those releases cannot run (as the policy's defaultEngineVersions)."""
     problems = identity_problems(data)
     if problems:
         return Report(errors=problems)
-    report = validate(SpeculativeInference, data, advise=lambda cr: advise(cr.spec) + overridden(cr.spec.pod_template))
-    if policy is None or report.value is None:
+    report = validate(SpeculativeInference, data, advise=_warnings)
+    if report.value is None or (policy is None and engine is None):
         return report
-    refused = policy_problems(report.value.dump(), policy)
+    resource = report.value.dump()
+    if policy is not None:
+        refused = policy_problems(
+            resource, policy.model_copy(update={"default_engine_versions": engine}) if engine else policy
+        )
+    else:
+        refused = default_problems(resource, engine) if engine is not None else []
     return Report(errors=refused, warnings=report.warnings) if refused else report
+
+
+def _warnings(cr: SpeculativeInference) -> list[Problem]:
+    """Accepted, but probably not what was meant, or not checkable here (admission warns the same)."""
+    return advise(cr.spec) + overridden(cr.spec.pod_template) + undeclared(cr.dump())

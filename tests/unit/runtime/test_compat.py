@@ -101,7 +101,7 @@ def test_the_preflight_reports_it_and_can_be_told_to_skip_it() -> None:
         (
             {"rejectionSampleMethod": "synthetic", "syntheticAcceptanceLength": 2.0},
             "rejectionSampleMethod synthetic",
-            "0.28.0rc1",
+            "0.26.0rc1",
             "0.24.0",
         ),
     ],

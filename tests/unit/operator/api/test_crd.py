@@ -10,7 +10,14 @@ import cel
 import pytest
 import yaml
 
-from specinfer_operator.api.crd import admission_policy, crd, crd_yaml, policy_crd, tenant_admission_policy
+from specinfer_operator.api.crd import (
+    admission_policy,
+    admission_warnings,
+    crd,
+    crd_yaml,
+    policy_crd,
+    tenant_admission_policy,
+)
 from specinfer_operator.api.overlay import VOLUME_SOURCES
 from specinfer_operator.api.policy import POLICY_RULES, VolumeType
 from specinfer_runtime.celrules import KUBERNETES_FUNCTIONS
@@ -141,7 +148,7 @@ def test_names_columns_and_subresources() -> None:
 
 
 def test_crd_yaml_round_trips() -> None:
-    documents = [crd(), policy_crd(), *admission_policy(), tenant_admission_policy()]
+    documents = [crd(), policy_crd(), *admission_policy(), *admission_warnings(), tenant_admission_policy()]
     assert list(yaml.safe_load_all(crd_yaml())) == documents
 
 
