@@ -241,3 +241,18 @@ def no_shared_operator(operator: Operator) -> Iterator[None]:
         yield
     finally:
         operator.start()
+
+
+@pytest.fixture
+def namespaces(cluster: Cluster) -> Iterator[list[str]]:
+    """Namespaces a test makes (each with labels of its own), deleted afterwards."""
+    made: list[str] = []
+    yield made
+    for name in made:
+        cluster.core.delete_namespace(name, propagation_policy="Background")
+    for name in made:
+        wait_until(
+            f"namespace {name} to be deleted",
+            lambda name=name: cluster.kubectl("get", "namespace", name, check=False).returncode != 0,
+            timeout=120,
+        )

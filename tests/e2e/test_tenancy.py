@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,21 +25,6 @@ ASCEND_DRIVER = {"runtime": {"volumeMounts": [DRIVER_MOUNT]}, "podTemplate": {"s
 
 def one_pod(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     return {**spec_of(extra or {}), "replicas": 1}
-
-
-@pytest.fixture
-def namespaces(cluster: Cluster) -> Iterator[list[str]]:
-    """Namespaces a test makes (each with labels of its own), deleted afterwards."""
-    made: list[str] = []
-    yield made
-    for name in made:
-        cluster.core.delete_namespace(name, propagation_policy="Background")
-    for name in made:
-        wait_until(
-            f"namespace {name} to be deleted",
-            lambda name=name: cluster.kubectl("get", "namespace", name, check=False).returncode != 0,
-            timeout=120,
-        )
 
 
 def make_namespace(cluster: Cluster, made: list[str], labels: dict[str, str] | None = None) -> str:
