@@ -68,8 +68,9 @@ class SpeculativeConfig(Section):
         ge=1,
         le=ASCEND_MAX_SPECULATIVE_TOKENS,
         description=(
-            "Tokens drafted per step, K (vLLM: `num_speculative_tokens`). At most 14 on Ascend, where a "
-            "decode round verifies at most K+1 = 15 tokens. Required except for suffix (defaults to "
+            "Tokens drafted per step, K (vLLM: `num_speculative_tokens`). At most 14: vLLM-Ascend's attention "
+            "verifies K+1 tokens per decode round, up to 16 on current releases and 15 on those up to v0.24.0rc1, "
+            "so 14 runs on every release the operator supports. Required except for suffix (defaults to "
             "min(suffix.maxTreeDepth, 14)), mtp and extract_hidden_states (default 1)."
         ),
     )

@@ -5,8 +5,8 @@ from __future__ import annotations
 from specinfer_runtime.celrules import Rule, cel_in
 from specinfer_runtime.methods import MTP_NAMES
 
-# npu_fused_infer_attention_score handles at most 16 tokens per decode round and vLLM-Ascend needs
-# num_speculative_tokens + 1 <= 15.
+# vLLM-Ascend's attention backends assert decode_threshold = 1 + num_speculative_tokens <= 16 (attention_v1,
+# mla_v1, sfa_v1, dsa_v1), and its guides said K + 1 <= 15 up to v0.24.0rc1: 14 runs on every release.
 ASCEND_MAX_SPECULATIVE_TOKENS = 14
 SUFFIX_DEFAULT_TREE_DEPTH = 24
 
