@@ -17,6 +17,7 @@ from specinfer_operator.api.resource import (
     VERSION,
     SpeculativeInference,
 )
+from specinfer_operator.api.traps import ADMISSION_TRAPS
 from specinfer_runtime.base import Section
 from specinfer_runtime.celrules import Rule
 
@@ -180,14 +181,15 @@ WARNINGS = f"{PLURAL}.{GROUP}-warnings"
 
 def admission_warnings() -> list[dict[str, Any]]:
     """The ValidatingAdmissionPolicy (and its binding) whose rules only warn: what `kubectl apply` accepts but
-    cannot check (engine.py's WARNING_RULES), said as `Warning:` lines, as `specinfer validate` says them."""
+    cannot check (engine.py's WARNING_RULES) and the known traps (traps.py), said as `Warning:` lines, as
+    `specinfer validate` says them."""
     binding = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicyBinding",
         "metadata": {"name": WARNINGS, "labels": LABELS},
         "spec": {"policyName": WARNINGS, "validationActions": ["Warn"]},
     }
-    return [_validating_policy(WARNINGS, WARNING_RULES), binding]
+    return [_validating_policy(WARNINGS, (*WARNING_RULES, *ADMISSION_TRAPS)), binding]
 
 
 TENANT_POLICY = f"{PLURAL}.{GROUP}-tenant"

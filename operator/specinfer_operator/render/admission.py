@@ -9,6 +9,7 @@ from typing import Any
 from specinfer_operator.api.engine import EngineVersions, default_problems, undeclared
 from specinfer_operator.api.policy import POLICY_KIND, TenantPolicySpec, policy_problems
 from specinfer_operator.api.resource import API_VERSION, GROUP, KIND, SpeculativeInference
+from specinfer_operator.api.traps import traps
 from specinfer_operator.render.pod import overridden
 from specinfer_runtime.advisories import advise
 from specinfer_runtime.validation import Problem, Report, validate
@@ -68,4 +69,5 @@ def check(
 
 def _warnings(cr: SpeculativeInference) -> list[Problem]:
     """Accepted, but probably not what was meant, or not checkable here (admission warns the same)."""
-    return advise(cr.spec) + overridden(cr.spec.pod_template) + undeclared(cr.dump())
+    resource = cr.dump()
+    return advise(cr.spec) + overridden(cr.spec.pod_template) + undeclared(resource) + traps(resource)
