@@ -40,4 +40,13 @@ ENGINE_RULES = (
         "turn adaptiveVerification off",
         field_path=".speculative.dspark.adaptiveVerification",
     ),
+    Rule(
+        id="R25",
+        rule="!has(self.speculative.dspark) || !self.speculative.dspark.adaptiveVerification "
+        "|| !has(self.engineArgs) "
+        "|| !self.engineArgs.exists(a, a == '--enable-lora' || a.startsWith('--enable-lora='))",
+        message="dspark.adaptiveVerification does not run with LoRA adapters (vLLM's adaptive verification "
+        "refuses --enable-lora): remove --enable-lora from engineArgs, or turn adaptiveVerification off",
+        field_path=".speculative.dspark.adaptiveVerification",
+    ),
 )
