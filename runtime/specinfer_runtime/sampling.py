@@ -90,7 +90,25 @@ _SYNTHETIC = "(has(self.rejectionSampleMethod) && self.rejectionSampleMethod == 
 _RATES = "self.syntheticAcceptanceRates"
 _LENGTH = "self.syntheticAcceptanceLength"
 
+_LOSSY_SAMPLER = (
+    "(has(self.rejectionSampler) && (self.rejectionSampler.blockVerify || self.rejectionSampler.entropyVerify))"
+)
+
+_CONSENT = "(has(self.allowLossyVerification) && self.allowLossyVerification)"
+
 SPECULATIVE_RULES = (
+    Rule(
+        id="R29",
+        rule=f"!({_SYNTHETIC} || {_LOSSY_SAMPLER}) || {_CONSENT}",
+        message="%s: the output is then no longer exactly the target model's: set allowLossyVerification true to "
+        "accept that, or verify with the standard rejection sampler",
+        args=(
+            f"{_SYNTHETIC} ? 'rejectionSampleMethod synthetic accepts drafts at set rates without checking them' : "
+            "'rejectionSampler blockVerify and entropyVerify accept drafts the standard sampler would reject'",
+        ),
+        field_path=".allowLossyVerification",
+        reason="FieldValueRequired",
+    ),
     Rule(
         id="R24",
         rule=f"!{_SYNTHETIC} || has({_RATES}) != has({_LENGTH})",

@@ -158,6 +158,13 @@ class SpeculativeConfig(Section):
         default=None,
         description="Block Verify / Entropy Verify (vLLM-Ascend: `--additional-config` `rejection_sampler_config`).",
     )
+    allow_lossy_verification: bool | None = Field(
+        default=None,
+        description="Consent to verification whose output is no longer exactly the target model's: "
+        "rejectionSampleMethod synthetic (accepts drafts at set rates, for benchmarks) and rejectionSampler's "
+        "blockVerify or entropyVerify (vLLM-Ascend: they trade a little precision for throughput). Refused without "
+        "it (unset is false); not passed to vLLM.",
+    )
 
     cel_rules: ClassVar[tuple[Rule, ...]] = _RULES
 

@@ -39,6 +39,7 @@ NOT_JUDGED_RULES = {
     "R17": "a value that would be read as a flag: the command line itself changes",
     "tuning": "the operator's tuning settings, which are not rendered for vLLM",
     "engine": "the releases a runtime image declares, which vLLM never sees (the pod checks what it holds)",
+    "R29": "the consent to lossy verification the operator asks for, which vLLM does not",
 }
 # What vLLM says of these with the tiny Llama is about the model, not the configuration.
 NOT_JUDGED_METHODS = {

@@ -28,6 +28,7 @@ def test_vllm_cpu_refuses_synthetic_sampling_at_the_first_verification(
         "numSpeculativeTokens": 3,
         "rejectionSampleMethod": "synthetic",
         "syntheticAcceptanceLength": 2.5,
+        "allowLossyVerification": True,
     }
     argv = vllm_argv(checked(engine_config(models, speculative)))
     rendered = json.loads(argv[argv.index("--speculative-config") + 1])
