@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from specinfer_operator.api.engine import EngineVersions
 from specinfer_runtime.base import Section, list_map
 
 
@@ -91,6 +92,12 @@ class SpeculationStatus(Section):
     method: str | None = Field(default=None, max_length=64, description="Method vLLM runs (aliases resolved).")
     num_speculative_tokens: int | None = Field(default=None, description="K as rendered.")
     capture_sizes: list[int] | None = Field(default=None, max_length=64, description="Capture sizes rendered.")
+    image: str | None = Field(default=None, max_length=512, description="The runtime image that serves it.")
+    engine_versions: EngineVersions | None = Field(
+        default=None,
+        description="The engine releases of that image, as spec.runtime.engineVersions declares them or, for the "
+        "default image, as the tenant policy states them (defaultEngineVersions); unset when unknown.",
+    )
     observed: ObservedSpeculation | None = Field(default=None, description="Acceptance measured from the engines.")
 
 
@@ -105,6 +112,8 @@ class LastGoodConfiguration(Section):
     family: str | None = Field(
         default=None, max_length=64, description="Its family: the configuration but for K (status.tuning.family)."
     )
+    image: str | None = Field(default=None, max_length=512, description="Its runtime image.")
+    engine_versions: EngineVersions | None = Field(default=None, description="Its image's engine releases, when known.")
     time: str = Field(max_length=64, description="When it first served on every replica (RFC 3339).")
 
 

@@ -52,6 +52,8 @@ class Desired:
     tuning: str = "Off"  # spec.speculative.tuning.mode
     tuned: bool = False  # K comes from Auto tuning (tuning/applied.py), not from the spec
     group_size: int = 1  # pods per replica: more than one when an engine spans nodes (a LeaderWorkerSet group)
+    image: str = ""  # the runtime image of this configuration
+    engine_versions: dict[str, str] | None = None  # its engine releases, as declared or as the policy states them
 
     def unit(self) -> str:
         """What a replica is, in status messages."""
@@ -166,6 +168,7 @@ def compute(
         "method": desired.method,
         "numSpeculativeTokens": desired.num_speculative_tokens,
         **({"captureSizes": desired.capture_sizes} if desired.capture_sizes else {}),
+        **_engine(desired),
         **({"observed": measured} if measured is not None else {}),
     }
     status["endpoint"] = desired.endpoint
@@ -234,7 +237,17 @@ def serving_last_good(desired: Desired, good: dict[str, Any]) -> Desired:
         capture_sizes=good.get("captureSizes") or [],
         config_map=good["configMap"],
         family=good.get("family", ""),
+        image=good.get("image", ""),
+        engine_versions=good.get("engineVersions"),
     )
+
+
+def _engine(desired: Desired) -> dict[str, Any]:
+    """The image a configuration runs and its engine releases, when known: what serves, in status."""
+    return {
+        **({"image": desired.image} if desired.image else {}),
+        **({"engineVersions": desired.engine_versions} if desired.engine_versions else {}),
+    }
 
 
 def canary_message(canary: dict[str, Any], serving: Desired, observed: Observed) -> str:
@@ -262,6 +275,7 @@ def last_good(before: dict[str, Any] | None, desired: Desired, state: Health, no
         "numSpeculativeTokens": desired.num_speculative_tokens,
         **({"captureSizes": desired.capture_sizes} if desired.capture_sizes else {}),
         **({"family": desired.family} if desired.family else {}),
+        **_engine(desired),
         "time": now,
     }
 

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
+from specinfer_operator.api.engine import EngineVersions
 from specinfer_operator.api.labels import selector_labels
 from specinfer_operator.api.policy import POLICY_PLURAL, SpeculativeInferencePolicy, TenantPolicySpec
 from specinfer_operator.api.resource import GROUP, VERSION, SpeculativeInference
@@ -127,12 +128,18 @@ class Context:
 
 
 def desired_of(
-    cr: SpeculativeInference, defaults: RenderDefaults, requested_k: int | None = None, tuned: bool = False
+    cr: SpeculativeInference,
+    defaults: RenderDefaults,
+    requested_k: int | None = None,
+    tuned: bool = False,
+    default_versions: EngineVersions | None = None,
 ) -> Desired:
-    """What `cr` asks for; `requested_k` is the spec's K when `cr` carries a tuned one (`tuned`, Auto)."""
+    """What `cr` asks for; `requested_k` is the spec's K when `cr` carries a tuned one (`tuned`, Auto).
+    `default_versions`: the default image's engine releases (the tenant policy's), for a spec without one."""
     engine = cr.spec.engine()
     name, namespace = cr.metadata.name, cr.metadata.namespace or "default"
     tuning = cr.spec.speculative.tuning
+    versions = cr.spec.runtime.engine_versions if cr.spec.runtime.image else default_versions
     return Desired(
         config_hash=config_hash(cr, defaults),
         replicas=cr.spec.replicas,
@@ -149,6 +156,8 @@ def desired_of(
         tuning=tuning.mode if tuning is not None else "Off",
         tuned=tuned,
         group_size=engine.parallelism.group_size(),
+        image=cr.spec.runtime.image or defaults.runtime_image,
+        engine_versions=versions.dump() if versions is not None else None,
     )
 
 

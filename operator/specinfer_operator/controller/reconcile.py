@@ -94,7 +94,8 @@ def verdict_of(
         return Verdict(False, reason.get(frozenset(rules), "InvalidSpec"), message), None, None
     cr = chosen.resource
     warnings = [str(p) for p in report.warnings] + ([chosen.warning] if chosen.warning else [])
-    desired = desired_of(cr, defaults, chosen.requested_k, chosen.tuned)
+    stated = policy.default_engine_versions if policy is not None else None
+    desired = desired_of(cr, defaults, chosen.requested_k, chosen.tuned, stated)
     missing = groups() if desired.group_size > 1 else None
     if missing:
         return Verdict(False, GROUPS_MISSING, missing, warnings), cr, None

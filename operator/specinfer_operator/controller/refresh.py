@@ -120,13 +120,14 @@ def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> N
         verdict = Verdict(False, reason, message or config.get("message", ""))
         publish(body, ctx, verdict, None, observed)
         return
-    checker = functools.partial(check, policy=ctx.tenant_policy())
+    policy = ctx.tenant_policy()
+    checker = functools.partial(check, policy=policy)
     report = checker(body)
     chosen = applied.resolve(body, report, lambda c: family_hash(c, ctx.defaults), checker)
     if chosen is None:
         return
     cr = chosen.resource
-    desired = desired_of(cr, ctx.defaults, chosen.requested_k, chosen.tuned)
+    desired = desired_of(cr, ctx.defaults, chosen.requested_k, chosen.tuned, policy.default_engine_versions)
     wanted = next(o for o in render(cr, ctx.defaults) if workload.is_workload(o))
     arrangement, seen = arrange(ctx, body, cr, desired, wanted, observed)
     observed = seen or observed

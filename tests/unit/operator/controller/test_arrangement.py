@@ -35,6 +35,7 @@ def test_a_configuration_serving_everywhere_becomes_the_last_good_one() -> None:
             "numSpeculativeTokens": 4,
             "captureSizes": [4, 8, 12, 16],
             "family": GOOD.family,
+            "image": GOOD.image,
             "time": NOW,
         }
     }

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from specinfer_operator.api.engine import EngineVersions
 from specinfer_operator.controller.conditions import Observed, Verdict, compute, transitions
+from specinfer_operator.controller.context import desired_of
 from specinfer_operator.controller.health import unschedulable_message
 from specinfer_operator.controller.publish import status_patch
 from specinfer_operator.controller.refresh import drifted
+from specinfer_operator.render.children import RenderDefaults
+from tests.support.builders import cr, example
 from tests.support.statuses import DESIRED, LATER, NOW, conditions, deployment
 
 
@@ -39,7 +43,12 @@ def test_ready_when_every_pod_runs_the_current_config() -> None:
         "Stalled": ("False", "AsExpected"),
     }
     assert status["ready"] == "2/2"
-    assert status["speculation"] == {"method": "eagle3", "numSpeculativeTokens": 3, "captureSizes": [4, 8, 12, 16]}
+    assert status["speculation"] == {
+        "method": "eagle3",
+        "numSpeculativeTokens": 3,
+        "captureSizes": [4, 8, 12, 16],
+        "image": "ghcr.io/specinfer/specinfer-runtime:0.1.0",  # the default: its releases are the policy's to state
+    }
     assert status["observedGeneration"] == 3
 
 
@@ -160,3 +169,17 @@ def test_zero_values_the_api_server_omits_are_not_drift() -> None:
     assert not drifted(wanted, live)
     assert not drifted({"env": [], "replicas": 0, "name": ""}, {})
     assert drifted({"readOnly": True}, {})
+
+
+def test_the_status_says_which_image_and_engine_serve() -> None:
+    own = example("dspark")["spec"]  # an image of its own, with its releases declared
+    desired = desired_of(cr(own, name="qwen3-dspark", namespace="ml"), RenderDefaults())
+    serving = deployment(desired.config_hash, replicas=1, ready=1, updated=1)
+    status = compute(3, Verdict(True), desired, Observed(serving, []), {}, NOW)
+    assert status["speculation"]["image"] == own["runtime"]["image"]
+    assert status["speculation"]["engineVersions"] == {"vllmAscend": "0.25.1rc1", "vllm": "0.25.1"}
+    assert status["rollout"]["lastGood"]["engineVersions"] == status["speculation"]["engineVersions"]
+    stated = EngineVersions(vllm_ascend="0.23.0")  # the default image, as the tenant policy states it
+    default = desired_of(cr(example("ngram")["spec"]), RenderDefaults(), default_versions=stated)
+    assert (default.image, default.engine_versions) == (RenderDefaults().runtime_image, {"vllmAscend": "0.23.0"})
+    assert desired_of(cr(example("ngram")["spec"]), RenderDefaults()).engine_versions is None  # unknown: not said
