@@ -46,6 +46,8 @@ def speculative_config(spec: EngineSpec) -> dict[str, Any]:
         out["enforce_eager"] = sc.enforce_eager
     if sc.rejection_sample_method is not None:
         out["rejection_sample_method"] = sc.rejection_sample_method
+    if sc.draft_sample_method is not None:
+        out["draft_sample_method"] = sc.draft_sample_method
     if sc.synthetic_acceptance_rates is not None:
         out["synthetic_acceptance_rates"] = list(sc.synthetic_acceptance_rates)
     if sc.synthetic_acceptance_length is not None:

@@ -56,6 +56,9 @@ VLLM_ADAPTIVE_VERIFICATION = "0.28.0"  # inferred: after 0.27.1 (vllm#47808)
 ASCEND_ADAPTIVE_VERIFICATION = "0.28.0rc1"  # inferred: vllm-ascend#15098 (September 2026)
 # dynamic_spec_config (vllm-ascend#13216), on main after the 0.26.0rc branch: its first tag is v0.27.1rc1
 ASCEND_DYNAMIC_VERIFICATION = "0.27.0rc1"
+# draft_sample_method: in vLLM's SpeculativeConfig at v0.28.0 (inferred first); vllm-ascend reads it from v0.25.1rc1
+# (its dspark proposer refuses probabilistic there).
+VLLM_DRAFT_SAMPLING, ASCEND_DRAFT_SAMPLING = "0.28.0", "0.25.1rc1"
 ASCEND_ASYNC_SCHEDULING = "0.13.0rc1"  # async scheduler with EAGLE-family drafting
 ASCEND_REJECTION_SAMPLER = "0.22.1rc1"  # inferred: additional_config.rejection_sampler_config (Block/Entropy Verify)
 
@@ -133,6 +136,13 @@ FEATURES: tuple[Feature, ...] = (
         ASCEND_ADAPTIVE_VERIFICATION,
         _flag("speculative.dspark.adaptiveVerification"),
         "speculative.dspark.adaptiveVerification",
+    ),
+    Feature(
+        "draftSampleMethod",
+        VLLM_DRAFT_SAMPLING,
+        ASCEND_DRAFT_SAMPLING,
+        "has(self.speculative.draftSampleMethod)",
+        "speculative.draftSampleMethod",
     ),
     Feature(
         "dynamicVerification",

@@ -8,7 +8,8 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from specinfer_runtime.base import Section
-from specinfer_runtime.celrules import Rule
+from specinfer_runtime.celrules import Rule, cel_in
+from specinfer_runtime.methods import DRAFTER_METHODS, MTP_NAMES
 from specinfer_runtime.tokens import ASCEND_MAX_SPECULATIVE_TOKENS, K
 
 
@@ -97,6 +98,22 @@ _LOSSY_SAMPLER = (
 _CONSENT = "(has(self.allowLossyVerification) && self.allowLossyVerification)"
 
 SPECULATIVE_RULES = (
+    Rule(
+        id="R30",
+        rule=f"!has(self.draftSampleMethod) || {cel_in('self.method', (*DRAFTER_METHODS, *MTP_NAMES))}",
+        message="draftSampleMethod is how a drafter model samples its drafts, and method %s has none: remove it",
+        args=("self.method",),
+        field_path=".draftSampleMethod",
+        reason="FieldValueForbidden",
+    ),
+    Rule(
+        id="R30",
+        rule="!has(self.draftSampleMethod) || self.draftSampleMethod == 'greedy' || self.method != 'dspark'",
+        message="vLLM-Ascend's dspark drafter samples greedily only (it refuses probabilistic): set "
+        "draftSampleMethod greedy, or remove it",
+        field_path=".draftSampleMethod",
+        reason="FieldValueForbidden",
+    ),
     Rule(
         id="R29",
         rule=f"!({_SYNTHETIC} || {_LOSSY_SAMPLER}) || {_CONSENT}",

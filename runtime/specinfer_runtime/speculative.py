@@ -112,6 +112,13 @@ class SpeculativeConfig(Section):
         "blockVerify) or synthetic (accepts drafts at set rates without checking them: output quality is lost, "
         "for benchmarking the speed of an acceptance profile). Standard when unset.",
     )
+    draft_sample_method: Literal["greedy", "probabilistic"] | None = Field(
+        default=None,
+        description="How a draft model samples its tokens (vLLM: `draft_sample_method`): greedy (the argmax, "
+        "treated as one-hot by the rejection sampler) or probabilistic (from the draft's distribution, whose full "
+        "logits the sampler then uses: more acceptance at temperature > 0, more memory). vLLM's greedy when unset. "
+        "For methods with a drafter model; vLLM-Ascend's dspark drafts greedily only.",
+    )
     synthetic_acceptance_rates: (
         Annotated[
             list[Annotated[float, Field(ge=0, le=1)]], Field(min_length=1, max_length=ASCEND_MAX_SPECULATIVE_TOKENS)
