@@ -24,14 +24,14 @@ def test_kubectl_get_prints_the_columns(cluster: Cluster, namespace: str) -> Non
     tuning = header.index("TUNING")
     assert {row[tuning : header.index("AGE")].strip() for row in rows} == {""}  # no tuning configured: no advice
     wide = cluster.kubectl("get", "specinf", "-n", namespace, "-o", "wide").stdout
-    assert wide.splitlines()[0].split()[-2:] == ["ACCEPT", "MEASURED"]
+    assert wide.splitlines()[0].split()[-3:] == ["ACCEPT", "MEASURED", "VLLM-ASCEND"]
 
 
 def test_kubectl_explain_shows_the_descriptions(cluster: Cluster) -> None:
     out = " ".join(cluster.kubectl("explain", "specinference.spec.speculative").stdout.split())  # unwrap
     assert "numSpeculativeTokens" in out
     assert "num_speculative_tokens" in out
-    assert "At most 14 on Ascend" in out
+    assert "At most 14: vLLM-Ascend's attention verifies K+1 tokens per decode round" in out
     field = cluster.kubectl("explain", "specinference.spec.graph.captureSizes").stdout
     assert "cudagraph_capture_sizes" in field
 
