@@ -11,6 +11,7 @@ A resource with its own image and no declaration can only be judged by the pod: 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from pydantic import Field
@@ -74,6 +75,22 @@ CHECKED = tuple(f for f in FEATURES if f.ascend is not None or f.vllm is not Non
 DECLARED = "self.runtime.engineVersions"
 DEFAULT = "params.spec.defaultEngineVersions"
 
+
+def _floor_rule(feature: Feature, versions: str, unless: str, said: str, fix: str, field_path: str) -> Rule:
+    """Refuse `feature` when the releases at `versions` predate it (not when `unless` holds); the message names
+    the feature, its first releases, the image's (`said` introduces them) and the `fix`. `unless` may be ""."""
+    return Rule(
+        id=ENGINE_RULE,
+        rule=" || ".join(
+            p for p in (f"!({feature.used})", unless, f"!has({versions})", _new_enough(versions, feature)) if p
+        ),
+        message=f"{feature.name} needs {_floors(feature)}, but {said} %s: {fix}",
+        args=(_runs(versions),),
+        field_path=field_path,
+        reason="FieldValueForbidden",
+    )
+
+
 # On the spec (`self`): a resource's own image, as it declares it.
 DECLARED_RULES: tuple[Rule, ...] = (
     Rule(
@@ -84,14 +101,13 @@ DECLARED_RULES: tuple[Rule, ...] = (
         field_path=".runtime.engineVersions",
     ),
     *(
-        Rule(
-            id=ENGINE_RULE,
-            rule=f"!({f.used}) || !has({DECLARED}) || {_new_enough(DECLARED, f)}",
-            message=f"{f.name} needs {_floors(f)}, but spec.runtime.engineVersions says the image runs %s: "
+        _floor_rule(
+            f,
+            DECLARED,
+            "",
+            "spec.runtime.engineVersions says the image runs",
             "use a runtime image with a newer engine, or leave this feature out",
-            args=(_runs(DECLARED),),
-            field_path=".runtime.engineVersions",
-            reason="FieldValueForbidden",
+            ".runtime.engineVersions",
         )
         for f in CHECKED
     ),
@@ -99,16 +115,14 @@ DECLARED_RULES: tuple[Rule, ...] = (
 
 # On the resource (`object`) with the tenant policy (`params`): the operator's default image.
 DEFAULT_RULES: tuple[Rule, ...] = tuple(
-    Rule(
-        id=ENGINE_RULE,
-        rule=f"!({f.used.replace('self.', 'object.spec.')}) || has(object.spec.runtime.image) "
-        f"|| !has({DEFAULT}) || {_new_enough(DEFAULT, f)}",
-        message=f"{f.name} needs {_floors(f)}, but the default runtime image runs %s: set spec.runtime.image to an "
-        "image with a newer engine and declare its spec.runtime.engineVersions, or ask the platform team for a "
-        "newer default runtime image",
-        args=(_runs(DEFAULT),),
-        field_path=f".spec.{f.field}",
-        reason="FieldValueForbidden",
+    _floor_rule(
+        replace(f, used=f.used.replace("self.", "object.spec.")),
+        DEFAULT,
+        "has(object.spec.runtime.image)",
+        "the default runtime image runs",
+        "set spec.runtime.image to an image with a newer engine and declare its spec.runtime.engineVersions, or "
+        "ask the platform team for a newer default runtime image",
+        f".spec.{f.field}",
     )
     for f in CHECKED
 )
