@@ -105,7 +105,12 @@ def test_create_runs_pods_on_fake_ascend_nodes_and_reports_ready(cluster: Cluste
     status = obj["status"]
     assert status["ready"] == "2/2"
     rendered = {k: v for k, v in status["speculation"].items() if k != "observed"}  # simulated pods answer no scrape
-    assert rendered == {"method": "eagle3", "numSpeculativeTokens": 3, "captureSizes": [4, 8, 12, 16]}
+    assert rendered == {
+        "method": "eagle3",
+        "numSpeculativeTokens": 3,
+        "captureSizes": [4, 8, 12, 16],
+        "image": "registry.example.com/specinfer-runtime:test",  # the operator's --runtime-image
+    }
     assert status["endpoint"] == f"http://llama.{namespace}.svc:8000"
     assert condition(obj, "ConfigValid")["status"] == "True"
     running = pods(cluster, namespace, "llama")

@@ -1,5 +1,8 @@
 """Generated resources through `specinfer validate` and through `kubectl create --dry-run=server` on the real
-API server (schema, CEL, the admission policy, metadata checks): the two verdicts are the same."""
+API server (schema, CEL, the admission policies, metadata checks): the two verdicts are the same. The
+namespace has the chart's default tenant policy bound, which is what `specinfer validate` checks without
+--policy; no engine releases are stated for the default image, as validate states none without
+--engine-version."""
 
 from __future__ import annotations
 
@@ -18,6 +21,9 @@ from kubernetes import client
 
 from hack.kubeclient import Cluster, wait_until
 from specinfer_operator.cli.commands import main
+from tests.e2e.test_tenancy import chart_policy, dry_run
+from tests.support.builders import resource as manifest
+from tests.support.policycases import spec_of
 from tests.support.strategies import resources
 
 # With HYPOTHESIS_PROFILE=explore and a larger SPECINFER_PROPERTY_SAMPLE this searches wider than CI does.
@@ -31,7 +37,12 @@ def shared_namespace(cluster: Cluster) -> Iterator[str]:
     name = f"e2e-properties-{uuid.uuid4().hex[:6]}"
     cluster.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
     wait_until("the namespace", lambda: cluster.kubectl("get", "namespace", name, check=False).returncode == 0)
+    policy = chart_policy(cluster, name, name, {}, "--set", "runtimeEngineVersions=null")
+    cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(policy))
+    probe = manifest(spec_of({"podTemplate": {"spec": {"volumes": [{"name": "x", "hostPath": {"path": "/x"}}]}}}))
+    wait_until("the tenant policy bound", lambda: dry_run(cluster, name, probe))
     yield name
+    cluster.kubectl("delete", "-f", "-", "--wait=false", stdin=yaml.safe_dump_all(policy), check=False)
     cluster.core.delete_namespace(name)
 
 

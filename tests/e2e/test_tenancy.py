@@ -38,9 +38,11 @@ def make_namespace(cluster: Cluster, made: list[str], labels: dict[str, str] | N
     return name
 
 
-def chart_policy(cluster: Cluster, release: str, namespace: str, spec: dict[str, Any]) -> list[dict[str, Any]]:
+def chart_policy(
+    cluster: Cluster, release: str, namespace: str, spec: dict[str, Any], *values: str
+) -> list[dict[str, Any]]:
     """The chart's tenant policy and its binding, as `helm install` would create them for a release that
-    watches `namespace`."""
+    watches `namespace` (`values`: more helm arguments)."""
     out = helm(
         cluster,
         "template",
@@ -52,6 +54,7 @@ def chart_policy(cluster: Cluster, release: str, namespace: str, spec: dict[str,
         f"tenantPolicy.spec={json.dumps(spec)}",
         "--show-only",
         "templates/tenant-policy.yaml",
+        *values,
     ).stdout
     return [doc for doc in yaml.safe_load_all(out) if doc]
 
