@@ -240,8 +240,11 @@ def schema_problems(error: ValidationError, root: type[BaseModel], prefix: str, 
 # CEL rules
 
 
-def _problems(rules: tuple[Rule, ...], data: Any, path: str, variable: str = "self") -> list[Problem]:
-    return [Problem(v.path.lstrip("."), v.message, v.rule.id) for v in check(rules, data, path, variable)]
+def rule_violations(
+    rules: tuple[Rule, ...], data: Any, path: str = "", variable: str = "self", params: Any = None
+) -> list[Problem]:
+    """The rules `data` breaks, as problems; admission rules see it as `object`, with `params` if any."""
+    return [Problem(v.path.lstrip("."), v.message, v.rule.id) for v in check(rules, data, path, variable, params)]
 
 
 def _item_rules(annotation: Any) -> tuple[Rule, ...]:
@@ -258,7 +261,7 @@ def _item_rules(annotation: Any) -> tuple[Rule, ...]:
 
 def rule_problems(value: Section, data: dict[str, Any], path: str) -> list[Problem]:
     """Evaluate the CEL rules of `value` and of every section and rule-bearing list inside it."""
-    found = _problems(type(value).cel_rules, data, path)
+    found = rule_violations(type(value).cel_rules, data, path)
     for name, info in type(value).model_fields.items():
         key = info.alias or name
         child, sub = getattr(value, name), data.get(key)
@@ -271,7 +274,7 @@ def rule_problems(value: Section, data: dict[str, Any], path: str) -> list[Probl
                 if isinstance(item, Section):
                     found += rule_problems(item, item_data, item_path)
                 elif rules:
-                    found += _problems(rules, item_data, item_path)
+                    found += rule_violations(rules, item_data, item_path)
     return found
 
 
@@ -292,7 +295,7 @@ def validate(model: type[M], data: Any, prefix: str = "", advise: Advisor[M] | N
     dumped = value.dump()
     report.errors = sorted(rule_problems(value, dumped, prefix), key=lambda p: p.path)
     if not report.errors:  # admission policies run after the schema and its rules have passed
-        report.errors = _problems(model.admission_rules, dumped, prefix, "object")
+        report.errors = rule_violations(model.admission_rules, dumped, prefix, "object")
     if report.errors:
         return report
     report.value = value

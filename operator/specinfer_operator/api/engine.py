@@ -17,9 +17,9 @@ from typing import Any
 from pydantic import Field
 
 from specinfer_runtime.base import Section
-from specinfer_runtime.celrules import Rule, cel_string, check
+from specinfer_runtime.celrules import Rule, cel_string
 from specinfer_runtime.compat import FEATURES, Feature
-from specinfer_runtime.validation import Problem
+from specinfer_runtime.validation import Problem, rule_violations
 from specinfer_runtime.versions import RELEASE, at_least
 
 ENGINE_RULE = "engine"  # the id of these rules: ConfigValid's reason is EngineTooOld when they alone refuse
@@ -139,17 +139,13 @@ WARNING_RULES: tuple[Rule, ...] = (
 )
 
 
-def _problems(rules: tuple[Rule, ...], resource: dict[str, Any], params: Any = None) -> list[Problem]:
-    found = check(rules, resource, "", "object", params=params)
-    return [Problem(v.path.lstrip("."), v.message, v.rule.id) for v in found]
-
-
 def default_problems(resource: dict[str, Any], versions: EngineVersions) -> list[Problem]:
     """What the default image (running `versions`) cannot run in a valid resource, without a tenant policy
     (`specinfer validate --engine-version`); with one, its rules include these."""
-    return _problems(DEFAULT_RULES, resource, {"spec": {"defaultEngineVersions": versions.dump()}})
+    params = {"spec": {"defaultEngineVersions": versions.dump()}}
+    return rule_violations(DEFAULT_RULES, resource, variable="object", params=params)
 
 
 def undeclared(resource: dict[str, Any]) -> list[Problem]:
     """The warnings admission gives a valid resource (as stored: camelCase, defaults applied)."""
-    return _problems(WARNING_RULES, resource)
+    return rule_violations(WARNING_RULES, resource, variable="object")

@@ -24,8 +24,8 @@ from specinfer_operator.api.metadata import ObjectMeta
 from specinfer_operator.api.overlay import VOLUME_SOURCES
 from specinfer_operator.api.resource import API_VERSION
 from specinfer_runtime.base import Section
-from specinfer_runtime.celrules import Rule, along, check
-from specinfer_runtime.validation import Problem
+from specinfer_runtime.celrules import Rule, along
+from specinfer_runtime.validation import Problem, rule_violations
 
 POLICY_KIND = "SpeculativeInferencePolicy"
 POLICY_PLURAL = "speculativeinferencepolicies"
@@ -294,6 +294,4 @@ POLICY_RULES: tuple[Rule, ...] = (
 
 def policy_problems(resource: dict[str, Any], policy: TenantPolicySpec) -> list[Problem]:
     """What the policy refuses in a valid resource (as stored: camelCase, defaults applied)."""
-    params = {"spec": policy.dump()}
-    found = check(POLICY_RULES, resource, "", "object", params=params)
-    return [Problem(v.path.lstrip("."), v.message, v.rule.id) for v in found]
+    return rule_violations(POLICY_RULES, resource, variable="object", params={"spec": policy.dump()})

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from specinfer_runtime.celrules import Rule, cel_list, check
+from specinfer_runtime.celrules import Rule, cel_list
 from specinfer_runtime.graph import FULL_MODE
 from specinfer_runtime.methods import DRAFTER_METHODS
 from specinfer_runtime.tokens import K
-from specinfer_runtime.validation import Problem
+from specinfer_runtime.validation import Problem, rule_violations
 
 TRAP_RULE = "trap"
 DEFAULT_CAPTURE_TOKENS = 512  # vLLM-Ascend's cap on graph capture sizes when none are given
@@ -84,5 +84,4 @@ ADMISSION_TRAPS: tuple[Rule, ...] = tuple(
 
 def traps(resource: dict[str, Any]) -> list[Problem]:
     """The traps a valid resource (as stored: camelCase, defaults applied) walks into."""
-    found = check(ADMISSION_TRAPS, resource, "", "object")
-    return [Problem(v.path.lstrip("."), v.message, v.rule.id) for v in found]
+    return rule_violations(ADMISSION_TRAPS, resource, variable="object")
