@@ -41,7 +41,7 @@ class RejectionSamplerConfig(Section):
     )
 
 
-RejectionSampleMethod = Literal["standard", "block", "synthetic"]
+RejectionSampleMethod = Literal["standard", "block", "synthetic", "fly"]
 
 
 class DynamicVerification(Section):
@@ -98,6 +98,15 @@ _LOSSY_SAMPLER = (
 _CONSENT = "(has(self.allowLossyVerification) && self.allowLossyVerification)"
 
 SPECULATIVE_RULES = (
+    Rule(
+        id="R31",
+        rule="!has(self.rejectionSampleMethod) || self.rejectionSampleMethod != 'fly'",
+        message="rejectionSampleMethod fly is vLLM's FLy (lossy, entropy-gated, from vLLM 0.33), which vLLM-Ascend "
+        "does not run: it verifies with its own rejection sampler. For entropy-gated lossy verification on Ascend "
+        "set rejectionSampler.entropyVerify true with allowLossyVerification true, or remove rejectionSampleMethod",
+        field_path=".rejectionSampleMethod",
+        reason="FieldValueForbidden",
+    ),
     Rule(
         id="R30",
         rule=f"!has(self.draftSampleMethod) || {cel_in('self.method', (*DRAFTER_METHODS, *MTP_NAMES))}",

