@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup run test check lint typecheck unit package e2e engine images crd docs vllm-flags bench bench-operator bench-telemetry bench-hostile bench-tuning clean
+.PHONY: setup run test check lint typecheck unit package e2e engine images crd docs vllm-flags bench bench-operator bench-telemetry bench-hostile bench-tuning bench-load-sweep clean
 
 setup: $(STAMP)
 
@@ -102,6 +102,10 @@ bench-hostile: setup
 ## bench-tuning: tokens/s at every K and without speculation on a real engine, against the recommended K
 bench-tuning: setup
 	venv="$$(hack/engine-venv)" && SPECINFER_ENGINE_VENV="$$venv" $(BIN)/python -m bench.tuning
+
+## bench-load-sweep: every static K at concurrency 1, 4, 16 and 32 and over a mixed day, against what tuning chooses
+bench-load-sweep: setup
+	venv="$$(hack/engine-venv)" && SPECINFER_ENGINE_VENV="$$venv" $(BIN)/python -m bench.load_sweep
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

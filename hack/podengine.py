@@ -18,7 +18,7 @@ import subprocess
 import time
 import unittest
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -211,6 +211,17 @@ class Fleet:
             for _ in range(rounds):
                 for prompt in self.prompts:
                     engine.complete(prompt, SERVED_NAME)
+
+    def traffic_until(self, config_hash: str, done: Callable[[], Any], timeout: float) -> Any:
+        """Rounds of requests to the engines of `config_hash` until `done()` gives a value (returned): a
+        verdict taken over several measurements needs the figures to keep moving."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.traffic(config_hash, rounds=1)
+            found = done()
+            if found:
+                return found
+        raise AssertionError(f"still waiting after {timeout:.0f} s of traffic to {config_hash}")
 
     def stop(self) -> None:
         for engine in self.engines.values():

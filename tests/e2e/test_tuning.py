@@ -113,8 +113,12 @@ def test_auto_tries_another_k_on_a_canary_judged_on_speed_and_a_pinned_k_can_be_
     assert record["family"] == record["stableFamily"]  # K alone changes: judged on speed
 
     fleet.serve({k2: 1, k1: 1})
-    fleet.traffic(k1, rounds=5)  # K=1 drafts one token per step
-    done = wait_resource(cluster, namespace, NAME, "the canary's verdict", lambda o: carried_out(o, k1, k2), 180)
+
+    def judged() -> dict[str, Any] | None:
+        obj = resource(cluster, namespace, NAME)
+        return obj if carried_out(obj, k1, k2) else None
+
+    done = fleet.traffic_until(k1, judged, 240)  # K=1 drafts one token per step; comparisons as it serves
     change = tuning(done)["lastChange"]
     verdict = events(cluster, namespace, "Promoting") if change["result"] == "Promoted" else change["message"]
     assert re.search(r"canary \d+ tokens/s per request .* vs \d+ for the stable pods", verdict.replace("\n", " ")), (

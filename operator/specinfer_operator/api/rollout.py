@@ -12,8 +12,8 @@ from specinfer_runtime.celrules import Rule
 
 
 class CanarySettings(Section):
-    """The canary of `strategy: Canary`: how many pods try a new configuration first, and the acceptance
-    it must show before it reaches the others."""
+    """The canary of `strategy: Canary`: how many pods try a new configuration first, and the speed it
+    must show before it reaches the others."""
 
     replicas: int | None = Field(
         default=None,
@@ -34,20 +34,21 @@ class CanarySettings(Section):
         description="Draft tokens the canary (and the stable pods it is compared with) must have proposed in "
         "the telemetry window before it is judged: a few drafts are no evidence.",
     )
-    max_mean_acceptance_length_drop: float = Field(
-        default=0.25,
-        ge=0,
-        le=15,
-        description="Tolerance: the canary is promoted when its mean acceptance length (tokens per "
-        "verification step) is at most this much below the stable pods', and rolled back otherwise.",
-    )
     max_speed_drop_percent: int = Field(
         default=2,
         ge=0,
         le=100,
-        description="A canary that changes K alone (tuning, or numSpeculativeTokens edited) drafts fewer or more "
-        "tokens by design, so it is judged on speed instead: promoted when its requests decode at most this "
-        "many percent slower (tokens per step over step time) than the stable pods', rolled back otherwise.",
+        description="The canary is promoted when its requests decode at most this many percent slower than the "
+        "stable pods' at comparable load (tokens per step over step time, the median of minComparisons "
+        "comparisons), and rolled back otherwise. Acceptance explains the verdict, speed decides it: a change "
+        "of method, draft model, option, image or K is judged alike.",
+    )
+    min_comparisons: int = Field(
+        default=3,
+        ge=1,
+        le=8,
+        description="Canary measurements, each with minDraftTokens on both sides, compared with the stable "
+        "pods' before the verdict, which takes their median: one noisy window does not decide.",
     )
 
     cel_rules: ClassVar[tuple[Rule, ...]] = (

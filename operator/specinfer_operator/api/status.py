@@ -125,11 +125,28 @@ class RolledBackConfiguration(Section):
     generation: int = Field(description="The spec generation it came from: a new generation tries again.")
     reason: str = Field(
         max_length=128,
-        description="How it failed: CrashLoopBackOff, ProgressDeadlineExceeded...; a canary: "
-        "AcceptanceBelowStable, AcceptanceBelowFloor, SpeedBelowStable (K alone changed), AbortedByHand.",
+        description="How it failed: CrashLoopBackOff, ProgressDeadlineExceeded...; a canary: SpeedBelowStable "
+        "(slower at comparable load), AcceptanceBelowFloor (acceptance collapsed, no faster), AbortedByHand.",
     )
     message: str = Field(max_length=4096, description="The pods' own words (termination message) or the deadline's.")
     time: str = Field(max_length=64, description="When it was rolled back (RFC 3339).")
+
+
+class CanaryComparison(Section):
+    """One measurement of the canary's decode speed against the stable pods', at the canary's load."""
+
+    measured_time: str = Field(max_length=64, description="When the canary's figures were measured (RFC 3339).")
+    canary_tokens_per_second: float = Field(description="Tokens per second a canary request got while decoding.")
+    stable_tokens_per_second: float = Field(
+        description="The same for the stable pods, at the canary's batch size when normalised."
+    )
+    canary_batch: float = Field(description="Requests per decode step on the canary's pods.")
+    stable_batch: float = Field(description="Requests per decode step on the stable pods.")
+    normalised: bool = Field(
+        description="The batches differed by more than 1.5x: the stable speed was moved to the canary's "
+        "batch through the step cost fitted from status.tuning.profiles."
+    )
+    ratio: float = Field(description="Canary speed over stable speed.")
 
 
 class CanaryStatus(Section):
@@ -142,7 +159,7 @@ class CanaryStatus(Section):
     stable_family: str | None = Field(
         default=None,
         max_length=64,
-        description="The last good one's; equal to family when only K changes, and the canary is judged on speed.",
+        description="The last good one's; equal to family when only K changes.",
     )
     phase: Literal["Canary", "Promoting"] = Field(
         description="Canary: on trial; Promoting: judged good, rolling out to every pod."
@@ -157,6 +174,12 @@ class CanaryStatus(Section):
         "pod is in the canary (a sequential comparison).",
     )
     observed: ObservedSpeculation | None = Field(default=None, description="The canary pods' own figures.")
+    comparisons: list[CanaryComparison] | None = Field(
+        default=None,
+        max_length=8,
+        description="The canary's speed against the stable pods', one per canary measurement; the verdict "
+        "takes the median ratio of the last rollout.canary.minComparisons.",
+    )
 
 
 class RolloutStatus(Section):

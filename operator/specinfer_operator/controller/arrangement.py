@@ -23,7 +23,7 @@ from typing import Any
 
 from specinfer_operator.api.labels import CANARY_ACTION_ANNOTATION, CANARY_ACTIONS, CONFIG_HASH_ANNOTATION
 from specinfer_operator.api.resource import SpeculativeInference
-from specinfer_operator.controller import canary
+from specinfer_operator.controller import canary, verdict
 from specinfer_operator.controller.conditions import CANARY, PROMOTING, Desired, Observed
 from specinfer_operator.controller.context import Context, observe
 from specinfer_operator.controller.health import FAILED_CREATE, Health, health, pod_problem
@@ -151,26 +151,34 @@ def _canary(
     healthy = workload.template_hash(live) == desired.config_hash and counts.ready == counts.updated == size
     floor = cr.spec.telemetry.min_mean_acceptance_length
     stable_figures = (previous.get("speculation") or {}).get("observed")
-    verdict = canary.judge(record, stable_figures, stable_size, healthy, settings, floor, action)
+    cost = verdict.stable_cost(previous, good.get("family"))
+    said = verdict.judge(record, stable_figures, stable_size, healthy, settings, floor, action, cost)
     acted = action if action in CANARY_ACTIONS else None
-    if verdict.action == "wait":
-        return Arrangement(stable, trial, None, {**record, "message": verdict.message}, action=None)
-    if verdict.action == "promote":
-        promoted = replace(state, phase=PROMOTING, message=verdict.message)
-        log.info("promoting the canary of %s/%s: %s", namespace, name, verdict.message)
+    judged = {
+        **record,
+        "message": said.message,
+        **({"comparisons": list(said.comparisons)} if said.comparisons else {}),
+    }
+    if said.action == "wait":
+        return Arrangement(stable, trial, None, judged, action=None)
+    if said.action == "promote":
+        promoted = replace(state, phase=PROMOTING, message=said.message)
+        log.info("promoting the canary of %s/%s: %s", namespace, name, said.message)
         metrics.CANARIES.labels(result="promoted").inc()
-        record = canary.record(previous, promoted, good["configHash"], ctx.now())
-        return Arrangement(wanted, None, None, record, verdict.reason, acted)
-    log.info("rolling the canary of %s/%s back: %s", namespace, name, verdict.message)
+        record = canary.record(
+            {**previous, "rollout": {**previous["rollout"], "canary": judged}}, promoted, good["configHash"], ctx.now()
+        )
+        return Arrangement(wanted, None, None, record, said.reason, acted)
+    log.info("rolling the canary of %s/%s back: %s", namespace, name, said.message)
     metrics.CANARIES.labels(result="rolled_back").inc()
     rollback = {
         "configHash": desired.config_hash,
         "generation": generation,
-        "reason": verdict.reason,
-        "message": verdict.message,
+        "reason": said.reason,
+        "message": said.message,
         "time": ctx.now(),
     }
-    return Arrangement(stable, None, rollback, None, verdict.reason, acted)
+    return Arrangement(stable, None, rollback, None, said.reason, acted)
 
 
 def restore(

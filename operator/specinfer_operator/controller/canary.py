@@ -5,8 +5,8 @@ behind the same Service (its pods carry a track label the Service ignores); the 
 the last good configuration on the other pods (all of them when maxSurge leaves room for the canary, so
 no extra NPU pod is needed unless maxSurge allows one). Both are measured by the telemetry loop. The
 canary is promoted (the stable Deployment rolls every pod to the new configuration, and the canary goes)
-when its pods are healthy and its mean acceptance length is not worse than the stable pods' by more than
-the tolerance; otherwise it is rolled back like a failed configuration. With every pod in the canary the
+when its pods are healthy and its requests decode about as fast as the stable pods' at comparable load
+(verdict.py); otherwise it is rolled back like a failed configuration. With every pod in the canary the
 comparison is sequential: against the figures the last good configuration showed when the canary started.
 
 Where a canary stands is read from the cluster and the status: promoting once status.rollout.canary says
@@ -17,12 +17,11 @@ it. The operator can therefore stop at any point and reach the same outcome afte
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from specinfer_operator.api.labels import TRACK_LABEL
 from specinfer_operator.api.resource import SpeculativeInference
-from specinfer_operator.api.rollout import CanarySettings
-from specinfer_operator.controller.conditions import CANARY, PROMOTING, SLOWER
+from specinfer_operator.controller.conditions import CANARY, PROMOTING
 from specinfer_operator.render import workload
 
 
@@ -67,108 +66,6 @@ class CanaryState:
     family: str = ""  # the canary's configuration but for K; the stable one's is in lastGood
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """What the figures say: promote, roll back (with the reason and both figures), or wait (and why)."""
-
-    action: Literal["promote", "rollback", "wait"]
-    reason: str
-    message: str
-
-
-def _length(figures: dict[str, Any] | None) -> float | None:
-    value = (figures or {}).get("meanAcceptanceLength")
-    return None if value is None else float(value)
-
-
-def _evidence(figures: dict[str, Any] | None) -> int:
-    return int((figures or {}).get("draftTokens") or 0)
-
-
-def speed(figures: dict[str, Any] | None) -> float | None:
-    """Tokens per second a decoding request gets: tokens per step over the step's time."""
-    tokens, milliseconds = (figures or {}).get("tokensPerStep"), (figures or {}).get("stepMilliseconds")
-    return None if tokens is None or not milliseconds else 1000 * float(tokens) / float(milliseconds)
-
-
-def k_only(record: dict[str, Any]) -> bool:
-    """Whether the canary differs from the stable configuration in K alone (a tuning step, or a K edited
-    by hand): fewer drafts give a shorter acceptance length by design, so speed decides, not acceptance."""
-    family = record.get("family")
-    return bool(family) and family == record.get("stableFamily")
-
-
-def reference(record: dict[str, Any], stable: dict[str, Any] | None, stable_pods: int) -> dict[str, Any] | None:
-    """The figures the canary is compared with: the stable pods' while some run, else the last good
-    configuration's at the canary's start."""
-    if stable_pods > 0:
-        return stable if stable is not None and stable.get("configHash") == record.get("stableConfigHash") else None
-    return record.get("baseline")
-
-
-def judge(
-    record: dict[str, Any],
-    stable: dict[str, Any] | None,
-    stable_pods: int,
-    healthy: bool,
-    settings: CanarySettings,
-    floor: float,
-    action: str | None,
-) -> Verdict:
-    """The canary's verdict from its figures (record.observed), the stable ones, its pods' health and a
-    person's `action`; `floor` (telemetry.minMeanAcceptanceLength) judges it alone when nothing measured
-    the last good configuration."""
-    if action == "promote":
-        return Verdict("promote", "PromotedByHand", "promoted by hand (annotation specinfer.io/canary=promote)")
-    if action == "abort":
-        return Verdict("rollback", "AbortedByHand", "aborted by hand (annotation specinfer.io/canary=abort)")
-    if not healthy:
-        return Verdict("wait", CANARY, "waiting for the canary's pods to be ready")
-    need = settings.min_draft_tokens
-    canary = record.get("observed")
-    base = reference(record, stable, stable_pods)
-    if _evidence(canary) < need or _length(canary) is None:
-        return Verdict("wait", CANARY, f"waiting for evidence: the canary drafted {_evidence(canary)}/{need} tokens")
-    length = _length(canary)
-    assert length is not None
-    said = f"canary mean acceptance length {length:.2f} ({_evidence(canary)} draft tokens)"
-    if base is None or _evidence(base) < need or _length(base) is None:
-        if stable_pods > 0:
-            message = f"waiting for evidence: the stable pods drafted {_evidence(base)}/{need} tokens"
-            return Verdict("wait", CANARY, message)
-        if length < floor:
-            message = f"{said} is below telemetry.minMeanAcceptanceLength {floor:g}; no figures of the last good one"
-            return Verdict("rollback", "AcceptanceBelowFloor", message)
-        return Verdict("promote", "Promoted", f"{said} is at least {floor:g}; no figures of the last good one")
-    which = "stable pods" if stable_pods > 0 else "last good configuration (sequential)"
-    if k_only(record):
-        return _judge_speed(canary, base, which, settings)
-    stable_length = _length(base)
-    assert stable_length is not None
-    compared = f"{said} vs {stable_length:.2f} for the {which} ({_evidence(base)} draft tokens)"
-    drop = settings.max_mean_acceptance_length_drop
-    if length < stable_length - drop:
-        return Verdict("rollback", "AcceptanceBelowStable", f"{compared}: more than {drop:g} worse")
-    return Verdict("promote", "Promoted", f"{compared}: within {drop:g}")
-
-
-def _judge_speed(canary: dict[str, Any] | None, base: dict[str, Any], which: str, settings: CanarySettings) -> Verdict:
-    """A canary that changes K alone: promoted unless its requests decode slower than the stable ones by
-    more than canary.maxSpeedDropPercent."""
-    mine, theirs = speed(canary), speed(base)
-    if mine is None or theirs is None:
-        return Verdict("wait", CANARY, "waiting for step times: the engines export no inter-token latency yet")
-    compared = (
-        f"canary {mine:.0f} tokens/s per request ({(canary or {}).get('tokensPerStep')} tokens per "
-        f"{(canary or {}).get('stepMilliseconds')} ms step) vs {theirs:.0f} for the {which}"
-    )
-    drop = settings.max_speed_drop_percent
-    if mine < theirs * (1 - drop / 100):
-        return Verdict("rollback", SLOWER, f"{compared}: more than {drop}% slower")
-    said = f"{mine / theirs - 1:+.0%}" if mine >= theirs else f"within {drop}%"
-    return Verdict("promote", "Promoted", f"{compared}: {said}")
-
-
 def record(
     previous: dict[str, Any],
     state: CanaryState,
@@ -182,7 +79,7 @@ def record(
         measured = (previous.get("speculation") or {}).get("observed")
         baseline = measured if measured is not None and measured.get("configHash") == good_hash else None
         before = {"startTime": now, **({"baseline": baseline} if baseline is not None else {})}
-    keep = {k: before[k] for k in ("startTime", "baseline", "observed") if k in before}
+    keep = {k: before[k] for k in ("startTime", "baseline", "observed", "comparisons") if k in before}
     good = (previous.get("rollout") or {}).get("lastGood") or {}
     families = {"family": state.family, "stableFamily": good.get("family")}
     return {

@@ -119,13 +119,14 @@ def moved(before: dict[str, Any], after: dict[str, Any]) -> bool:
 
 
 def _nearer(before: dict[str, Any] | None, after: dict[str, Any], need: int | None) -> bool:
-    """Whether the draft tokens passed a tenth of the way to `need` (the evidence a canary waits for):
-    counts alone do not move the figures, and a judge reading stale counts would wait longer than needed."""
+    """Whether the draft tokens grew by another tenth of `need` (the evidence a canary waits for): counts
+    alone do not move the figures, a judge reading stale counts would wait longer than needed, and past
+    `need` each write is one more comparison for the canary's verdict (verdict.py)."""
     if not need:
         return False
 
     def tenths(draft_tokens: int) -> int:
-        return min(draft_tokens * 10 // need, 10)
+        return draft_tokens * 10 // need
 
     return tenths(int((before or {}).get("draftTokens", 0))) != tenths(int(after["draftTokens"]))
 
@@ -141,7 +142,7 @@ def update(
 ) -> Update | None:
     """The status change these figures call for, or None. `status` is the resource's current status: the
     figures belong to its configHash (the caller measured the pods running it). With `need` (a canary is
-    compared with these figures), each tenth of the way to that many draft tokens is written too."""
+    compared with these figures), each tenth of that many draft tokens more is written too."""
     config_hash = status.get("configHash")
     if not config_hash:
         return None
@@ -179,7 +180,7 @@ def canary_update(
     status: dict[str, Any], figures: Figures, need: int, now: str, refresh: float
 ) -> dict[str, Any] | None:
     """The patch of status.rollout.canary.observed for the canary's figures, or None: written when they
-    moved, at each tenth of the way to `need` draft tokens (reaching it, the canary can be judged), or
+    moved, at each tenth of `need` draft tokens more (past it, each is a comparison for the verdict), or
     when stale."""
     record = (status.get("rollout") or {}).get("canary") or {}
     config_hash = record.get("configHash")

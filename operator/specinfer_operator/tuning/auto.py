@@ -18,7 +18,7 @@ from typing import Any
 
 from specinfer_operator.api.timestamps import age
 from specinfer_operator.measure.window import Figures
-from specinfer_operator.tuning.recommendation import Bounds, Profile, Recommendation, recommend
+from specinfer_operator.tuning.recommendation import Bounds, Profile, Recommendation, band, recommend
 from specinfer_runtime.tokens import ASCEND_MAX_SPECULATIVE_TOKENS
 from specinfer_runtime.tuning import TuningSettings
 
@@ -132,18 +132,12 @@ class Update:
     family: str = ""
 
 
-def _band(batch: float) -> int:
-    """Profiles are kept per K and per power-of-two band of batch size: a day of varying load leaves the
-    fit what it needs to tell how the cost grows with the batch (and so a schedule)."""
-    return max(0, int(math.log2(max(batch, 1.0))))
-
-
 def _profiles(
     tuning: dict[str, Any], figures: list[tuple[int, Figures]], need: int, now: str
 ) -> tuple[list[dict[str, Any]], bool]:
     """The profiles with these figures (K, windowed figures) in, and whether any changed; the oldest go
     beyond MAX_PROFILES."""
-    kept = {(int(p["numSpeculativeTokens"]), _band(float(p["decodeBatch"]))): p for p in tuning.get("profiles") or []}
+    kept = {(int(p["numSpeculativeTokens"]), band(float(p["decodeBatch"]))): p for p in tuning.get("profiles") or []}
     changed = False
     for k, measured in figures:
         if not 0 <= k <= ASCEND_MAX_SPECULATIVE_TOKENS or len(measured.counts.per_position) != k:
@@ -152,7 +146,7 @@ def _profiles(
         if found is None:
             continue
         item = entry(found, now)
-        key = (k, _band(found.batch))
+        key = (k, band(found.batch))
         if _moved(kept.get(key), item):
             kept[key] = item
             changed = True

@@ -11,6 +11,10 @@ measure next (Auto does it through a canary), never a guess of the cost. A K mea
 size in question is judged by what it measured, not by the fit: noise in one step time cannot make the
 model prefer a K that measured slower.
 
+The best K depends on the batch size: profiles are kept per power-of-two band of it, and when bands that
+measured two K or more disagree on the best, the recommendation carries a schedule (K by batch size) built
+from those measured verdicts, never from the fit alone.
+
 Positions beyond the largest K measured are extrapolated geometrically from the last two (or, with one,
 from the first position's rate), and the recommendation goes at most EXTRAPOLATE positions beyond what
 was measured, so each step up is measured before the next.
@@ -18,6 +22,7 @@ was measured, so each step up is measured before the next.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -279,12 +284,15 @@ def recommend(
         speed = _pooled_speed(current)
         return Recommendation(current_k, current_k, batch, speed, speed, explore=explore, fitted=False)
 
-    def speed_of(k: int) -> float:
-        """What a K measured at about this batch size did; the model for the others."""
-        near = [p for p in profiles if p.k == k and max(p.batch, batch) < BATCH_SPREAD * min(p.batch, batch)]
+    def speed_at(k: int, n: float) -> float:
+        """What a K measured at about batch size `n` did; the model for the others."""
+        near = _near(profiles, k, n)
         if near:
             return _pooled_speed(near)
-        return _pooled_speed(off) if k == 0 else tokens_per_step(curve, k) / cost.seconds(k, batch)
+        return _pooled_speed(off) if k == 0 else tokens_per_step(curve, k) / cost.seconds(k, n)
+
+    def speed_of(k: int) -> float:
+        return speed_at(k, batch)
 
     static = list(range(low, top + 1))
     best = max(static, key=lambda k: (speed_of(k), -k))
@@ -293,7 +301,6 @@ def recommend(
     # Settled on a measured K: its unmeasured neighbours that may be as good are measured next.
     settled = best == current_k and best > 0
     explore = _neighbour(best, static, speed_of, lambda k: any(p.k == k for p in drafting)) if settled else None
-    batch_terms = bool(cost.per_request or cost.per_request_token)
     in_schedule = ([0] if bounds.off else []) + static
     return Recommendation(
         k=best,
@@ -301,22 +308,47 @@ def recommend(
         batch=batch,
         speed=speed_of(best),
         current_speed=speed_of(current_k),
-        schedule=_schedule(curve, cost, in_schedule, bounds.max_batch) if batch_terms and best else (),
+        schedule=_schedule(profiles, in_schedule, speed_at, bounds.max_batch) if best else (),
         explore=explore,
         extrapolated=best > measured_k,
         off_unmeasured=bounds.off and not off,
     )
 
 
+def _near(profiles: list[Profile], k: int, batch: float) -> list[Profile]:
+    """The profiles of K measured at about this batch size."""
+    return [p for p in profiles if p.k == k and max(p.batch, batch) < BATCH_SPREAD * min(p.batch, batch)]
+
+
 def _schedule(
-    curve: list[float], cost: Cost, candidates: list[int], max_batch: int
+    profiles: list[Profile], candidates: list[int], speed_at: Callable[[int, float], float], max_batch: int
 ) -> tuple[tuple[int, int, int], ...]:
-    """Inclusive batch-size ranges with the best K of each, when more than one K is best somewhere."""
+    """Inclusive batch-size ranges with the best K of each, when more than one K is best somewhere: judged
+    band by band (powers of two of the batch size) among the K measured in the band, never from the fit
+    alone, with the ranges meeting halfway (geometrically) between the bands' batches. A band where fewer
+    than two K were measured has no verdict and takes its neighbours' K."""
+    bands: dict[int, list[Profile]] = {}
+    for p in profiles:
+        bands.setdefault(band(p.batch), []).append(p)
+    verdicts: list[tuple[float, int]] = []
+    for _, members in sorted(bands.items()):
+        n = sum(p.batch * p.steps for p in members) / sum(p.steps for p in members)
+        measured = [k for k in candidates if _near(profiles, k, n)]
+        if len(measured) >= 2:
+            verdicts.append((n, max(measured, key=lambda k: (speed_at(k, n), -k))))
+    if len({k for _, k in verdicts}) < 2:
+        return ()
     ranges: list[list[int]] = []
-    for n in range(1, max_batch + 1):
-        k = _best(curve, cost, n, candidates)
+    for i, (n, k) in enumerate(verdicts):
+        start = 1 if i == 0 else ranges[-1][1] + 1
+        end = max_batch if i == len(verdicts) - 1 else max(start, int(math.sqrt(n * verdicts[i + 1][0])))
         if ranges and ranges[-1][2] == k:
-            ranges[-1][1] = n
+            ranges[-1][1] = end
         else:
-            ranges.append([n, n, k])
-    return tuple((a, b, k) for a, b, k in ranges) if len(ranges) > 1 else ()
+            ranges.append([start, end, k])
+    return tuple((a, b, k) for a, b, k in ranges)
+
+
+def band(batch: float) -> int:
+    """The power-of-two band of a batch size: profiles are kept, and schedules judged, per band."""
+    return max(0, int(math.log2(max(batch, 1.0))))

@@ -109,7 +109,7 @@ def test_bounds_and_defaults() -> None:
         "progressDeadlineSeconds": 1800,
         "onFailure": "Rollback",
         "strategy": "RollingUpdate",
-        "canary": {"maxMeanAcceptanceLengthDrop": 0.25, "maxSpeedDropPercent": 2, "minDraftTokens": 2000},
+        "canary": {"maxSpeedDropPercent": 2, "minComparisons": 3, "minDraftTokens": 2000},
     }
     sizes = SPEC["properties"]["graph"]["properties"]["captureSizes"]
     assert sizes["x-kubernetes-list-type"] == "set"

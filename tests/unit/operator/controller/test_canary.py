@@ -19,21 +19,9 @@ from specinfer_operator.telemetry import observation
 from tests.support.builders import cr, example
 from tests.support.statuses import DESIRED, LATER, NOW, conditions, deployment, good_status
 
-SETTINGS = CanarySettings(min_draft_tokens=1000, max_mean_acceptance_length_drop=0.25)
-
 
 def figures(config_hash: str, length: float, draft_tokens: int = 5000) -> dict[str, Any]:
     return {"configHash": config_hash, "meanAcceptanceLength": length, "draftTokens": draft_tokens, "podsMeasured": 1}
-
-
-def trial(length: float | None = None, draft_tokens: int = 5000, baseline: float | None = None) -> dict[str, Any]:
-    """A canary record of DESIRED against GOOD, with the canary's figures and a baseline if given."""
-    record: dict[str, Any] = {"configHash": DESIRED.config_hash, "stableConfigHash": "good"}
-    if length is not None:
-        record["observed"] = figures(DESIRED.config_hash, length, draft_tokens)
-    if baseline is not None:
-        record["baseline"] = figures("good", baseline)
-    return record
 
 
 @pytest.mark.parametrize(
@@ -79,53 +67,6 @@ def test_only_a_change_from_a_configuration_that_served_goes_through_a_canary() 
     assert not canary.wanted(cr(spec), DESIRED.config_hash, {})  # a first rollout
     assert not canary.wanted(cr({**spec, "replicas": 0}), DESIRED.config_hash, served)
     assert not canary.wanted(cr({**spec, "rollout": {}}), DESIRED.config_hash, served)  # RollingUpdate
-
-
-def test_a_canary_as_good_as_the_stable_pods_is_promoted_and_a_worse_one_rolled_back() -> None:
-    stable = figures("good", 3.6)
-    good = canary.judge(trial(3.5), stable, 2, True, SETTINGS, 1.5, None)
-    assert (good.action, good.reason) == ("promote", "Promoted")
-    assert "3.50" in good.message
-    assert "3.60" in good.message
-    assert "stable pods" in good.message
-    bad = canary.judge(trial(2.0), stable, 2, True, SETTINGS, 1.5, None)
-    assert (bad.action, bad.reason) == ("rollback", "AcceptanceBelowStable")
-    assert "2.00" in bad.message
-    assert "3.60" in bad.message
-    assert "more than 0.25 worse" in bad.message
-    better = canary.judge(trial(5.0), stable, 2, True, SETTINGS, 1.5, None)
-    assert better.action == "promote"
-
-
-def test_a_canary_waits_for_its_pods_and_for_evidence_on_both_sides() -> None:
-    stable = figures("good", 3.6)
-    assert canary.judge(trial(3.5), stable, 2, False, SETTINGS, 1.5, None).action == "wait"
-    few = canary.judge(trial(1.1, draft_tokens=300), stable, 2, True, SETTINGS, 1.5, None)
-    assert (few.action, few.message) == ("wait", "waiting for evidence: the canary drafted 300/1000 tokens")
-    thin = canary.judge(trial(3.5), figures("good", 3.6, 200), 2, True, SETTINGS, 1.5, None)
-    assert thin.action == "wait"
-    assert "stable pods drafted 200/1000" in thin.message
-    other = canary.judge(trial(3.5), figures("older", 3.6), 2, True, SETTINGS, 1.5, None)
-    assert other.action == "wait"  # figures of another configuration are not the stable pods'
-
-
-def test_with_every_pod_in_the_canary_it_is_compared_with_the_last_good_figures() -> None:
-    good = canary.judge(trial(3.5, baseline=3.6), None, 0, True, SETTINGS, 1.5, None)
-    assert good.action == "promote"
-    assert "last good configuration (sequential)" in good.message
-    bad = canary.judge(trial(2.0, baseline=3.6), None, 0, True, SETTINGS, 1.5, None)
-    assert bad.reason == "AcceptanceBelowStable"
-    # Nothing measured the last good configuration: the resource's floor judges the canary alone.
-    alone = canary.judge(trial(1.2), None, 0, True, SETTINGS, 1.5, None)
-    assert (alone.action, alone.reason) == ("rollback", "AcceptanceBelowFloor")
-    assert canary.judge(trial(2.0), None, 0, True, SETTINGS, 1.5, None).action == "promote"
-
-
-def test_a_person_promotes_or_aborts_whatever_the_figures() -> None:
-    assert canary.judge(trial(), None, 2, False, SETTINGS, 1.5, "promote").reason == "PromotedByHand"
-    aborted = canary.judge(trial(5.0), figures("good", 3.6), 2, True, SETTINGS, 1.5, "abort")
-    assert (aborted.action, aborted.reason) == ("rollback", "AbortedByHand")
-    assert canary.judge(trial(5.0), figures("good", 3.6), 2, True, SETTINGS, 1.5, "promte").action == "promote"
 
 
 def test_the_record_keeps_the_baseline_of_its_start_and_starts_again_for_another_configuration() -> None:

@@ -8,8 +8,6 @@ from dataclasses import replace
 from typing import Any
 
 from specinfer_operator.api.labels import TUNED_K_ANNOTATION
-from specinfer_operator.api.rollout import CanarySettings
-from specinfer_operator.controller import canary
 from specinfer_operator.controller.conditions import Observed, Verdict, compute
 from specinfer_operator.controller.context import desired_of
 from specinfer_operator.measure.timing import Steps
@@ -234,38 +232,6 @@ def test_status_tuning_keeps_its_evidence_within_a_family_only() -> None:
     assert fresh is not None
     assert "profiles" not in fresh
     assert auto.carry({"family": "a"}, "Off", "a", 4, 4) is None
-
-
-def speed_figures(config: str, tokens_per_step: float, milliseconds: float) -> dict[str, Any]:
-    return {
-        "configHash": config,
-        "meanAcceptanceLength": tokens_per_step,
-        "draftTokens": 5000,
-        "tokensPerStep": tokens_per_step,
-        "stepMilliseconds": milliseconds,
-    }
-
-
-def test_a_canary_that_changes_k_alone_is_judged_on_speed() -> None:
-    settings = CanarySettings(min_draft_tokens=1000, max_speed_drop_percent=2)
-    record = {
-        "configHash": "k2",
-        "stableConfigHash": "k4",
-        "family": "fam",
-        "stableFamily": "fam",
-        "observed": speed_figures("k2", 2.4, 4.0),  # 600 tokens/s per request, shorter acceptance length
-    }
-    assert canary.k_only(record)
-    faster = canary.judge(record, speed_figures("k4", 3.0, 6.0), 1, True, settings, 1.5, None)  # 500
-    assert (faster.action, faster.reason) == ("promote", "Promoted")
-    assert "600 tokens/s per request" in faster.message
-    assert faster.message.endswith(": +20%")
-    slower = canary.judge(record, speed_figures("k4", 3.0, 4.5), 1, True, settings, 1.5, None)  # 667
-    assert (slower.action, slower.reason) == ("rollback", "SpeedBelowStable")
-    other = {**record, "stableFamily": "other"}  # another change: acceptance decides
-    assert canary.judge(other, speed_figures("k4", 3.0, 6.0), 1, True, settings, 1.5, None).reason == (
-        "AcceptanceBelowStable"
-    )
 
 
 def test_a_tuned_k_measured_slower_leaves_the_resource_ready() -> None:

