@@ -139,7 +139,7 @@ def test_auto_tries_another_k_on_a_canary_judged_on_speed_and_a_pinned_k_can_be_
     stable = done["status"]["configHash"]
 
     # K=4 pinned by hand, its canary aborted by hand: the K that served is put back by itself.
-    pin = applied.annotation(tuning(done)["family"], 4)
+    pin = applied.annotation(tuning(done)["family"], applied.Setting(4))
     cluster.kubectl("annotate", "--overwrite", "specinference", "-n", namespace, NAME, f"{TUNED_K_ANNOTATION}={pin}")
     wait_until("a canary of K=4", lambda: canary_hash(cluster, namespace), 60)
     cluster.kubectl("annotate", "specinference", "-n", namespace, NAME, "specinfer.io/canary=abort")

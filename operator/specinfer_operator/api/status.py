@@ -86,11 +86,22 @@ class ObservedSpeculation(Section):
     )
 
 
+class BatchSizeRangeStatus(Section):
+    """A range of a schedule: K by batch size (numSpeculativeTokensPerBatchSize)."""
+
+    min_batch_size: int = Field(description="Smallest batch size (inclusive).")
+    max_batch_size: int = Field(description="Largest batch size (inclusive).")
+    num_speculative_tokens: int = Field(description="K for these batch sizes (0: no drafting).")
+
+
 class SpeculationStatus(Section):
     """The speculation actually rendered, and how well it works."""
 
     method: str | None = Field(default=None, max_length=64, description="Method vLLM runs (aliases resolved).")
     num_speculative_tokens: int | None = Field(default=None, description="K as rendered.")
+    num_speculative_tokens_per_batch_size: list[BatchSizeRangeStatus] | None = Field(
+        default=None, max_length=8, description="K by batch size as rendered, when a schedule serves."
+    )
     capture_sizes: list[int] | None = Field(default=None, max_length=64, description="Capture sizes rendered.")
     image: str | None = Field(default=None, max_length=512, description="The runtime image that serves it.")
     engine_versions: EngineVersions | None = Field(
@@ -108,6 +119,9 @@ class LastGoodConfiguration(Section):
     config_map: str = Field(max_length=253, description="Its engine ConfigMap, kept while it may be restored.")
     method: str = Field(max_length=64, description="Its speculative method.")
     num_speculative_tokens: int = Field(description="Its K.")
+    num_speculative_tokens_per_batch_size: list[BatchSizeRangeStatus] | None = Field(
+        default=None, max_length=8, description="Its schedule (K by batch size), if any."
+    )
     capture_sizes: list[int] | None = Field(default=None, max_length=64, description="Its capture sizes.")
     family: str | None = Field(
         default=None, max_length=64, description="Its family: the configuration but for K (status.tuning.family)."
@@ -208,14 +222,6 @@ class TuningProfile(Section):
     measured_time: str = Field(max_length=64, description="When (RFC 3339).")
 
 
-class BatchSizeRangeStatus(Section):
-    """A range of a recommended schedule."""
-
-    min_batch_size: int = Field(description="Smallest batch size (inclusive).")
-    max_batch_size: int = Field(description="Largest batch size (inclusive).")
-    num_speculative_tokens: int = Field(description="K for these batch sizes (0: no drafting).")
-
-
 class TuningRecommendation(Section):
     """Which K serves the most tokens per second, by the profiles measured so far."""
 
@@ -241,10 +247,13 @@ class TuningRecommendation(Section):
 
 
 class TuningChange(Section):
-    """The last K the operator applied in Auto, and how its canary ended."""
+    """The last K (or schedule) the operator applied in Auto, and how its canary ended."""
 
     from_k: int = Field(description="The K before.")
-    to_k: int = Field(description="The K tried.")
+    to_k: int = Field(description="The K tried (a schedule's largest).")
+    to_schedule: list[BatchSizeRangeStatus] | None = Field(
+        default=None, max_length=8, description="The schedule tried, when Auto applied one."
+    )
     result: Literal["Trying", "Promoted", "Reverted"] = Field(
         description="Trying: on a canary; Promoted: it serves; Reverted: slower or failing, the K before is back."
     )
@@ -268,6 +277,11 @@ class TuningStatus(Section):
         "spec's: on a canary until it serves, reverted if it measures slower.",
     )
     effective_num_speculative_tokens: int = Field(description="K as rendered: the tuned K in Auto, else the spec's.")
+    effective_num_speculative_tokens_per_batch_size: list[BatchSizeRangeStatus] | None = Field(
+        default=None,
+        max_length=8,
+        description="The schedule as rendered, when one serves: then the K in force depends on the batch size.",
+    )
     profiles: list[TuningProfile] | None = Field(default=None, max_length=16, description="One per K measured.")
     recommendation: TuningRecommendation | None = Field(default=None, description="The current advice.")
     last_change: TuningChange | None = Field(default=None, description="Auto's last change of K.")

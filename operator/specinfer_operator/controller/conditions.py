@@ -17,6 +17,8 @@ from specinfer_operator.api.schema_limits import clamp
 from specinfer_operator.controller.health import Health, health
 from specinfer_operator.render import workload
 from specinfer_operator.tuning import auto
+from specinfer_operator.tuning.applied import Schedule, as_ranges, from_ranges
+from specinfer_runtime.tokens import SCHEDULE_FIELD
 
 # Written by the telemetry loop (telemetry/observation.py); reconcile carries it while the figures it judged stay.
 # ConfigValid's reasons when the spec may not roll out.
@@ -54,6 +56,7 @@ class Desired:
     group_size: int = 1  # pods per replica: more than one when an engine spans nodes (a LeaderWorkerSet group)
     image: str = ""  # the runtime image of this configuration
     engine_versions: dict[str, str] | None = None  # its engine releases, as declared or as the policy states them
+    schedule: Schedule = ()  # K by batch size, when one is rendered
 
     def unit(self) -> str:
         """What a replica is, in status messages."""
@@ -167,6 +170,7 @@ def compute(
     status["speculation"] = {
         "method": desired.method,
         "numSpeculativeTokens": desired.num_speculative_tokens,
+        **_schedule(desired),
         **({"captureSizes": desired.capture_sizes} if desired.capture_sizes else {}),
         **_engine(desired),
         **({"observed": measured} if measured is not None else {}),
@@ -182,6 +186,7 @@ def compute(
         desired.requested_k,
         desired.num_speculative_tokens,
         tuned,
+        desired.schedule,
     )
     if tuning is not None:
         status["tuning"] = tuning
@@ -234,12 +239,17 @@ def serving_last_good(desired: Desired, good: dict[str, Any]) -> Desired:
         config_hash=good["configHash"],
         method=good["method"],
         num_speculative_tokens=good["numSpeculativeTokens"],
+        schedule=from_ranges(good.get(SCHEDULE_FIELD)),
         capture_sizes=good.get("captureSizes") or [],
         config_map=good["configMap"],
         family=good.get("family", ""),
         image=good.get("image", ""),
         engine_versions=good.get("engineVersions"),
     )
+
+
+def _schedule(desired: Desired) -> dict[str, Any]:
+    return {SCHEDULE_FIELD: as_ranges(desired.schedule)} if desired.schedule else {}
 
 
 def _engine(desired: Desired) -> dict[str, Any]:
@@ -273,6 +283,7 @@ def last_good(before: dict[str, Any] | None, desired: Desired, state: Health, no
         "configMap": desired.config_map,
         "method": desired.method,
         "numSpeculativeTokens": desired.num_speculative_tokens,
+        **_schedule(desired),
         **({"captureSizes": desired.capture_sizes} if desired.capture_sizes else {}),
         **({"family": desired.family} if desired.family else {}),
         **_engine(desired),

@@ -158,6 +158,10 @@ def desired_of(
         group_size=engine.parallelism.group_size(),
         image=cr.spec.runtime.image or defaults.runtime_image,
         engine_versions=versions.dump() if versions is not None else None,
+        schedule=tuple(
+            (r.min_batch_size, r.max_batch_size, r.num_speculative_tokens)
+            for r in engine.speculative.num_speculative_tokens_per_batch_size or []
+        ),
     )
 
 

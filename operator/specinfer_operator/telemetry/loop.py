@@ -41,6 +41,7 @@ from specinfer_operator.platform.ownership import Ownership
 from specinfer_operator.telemetry import observation
 from specinfer_operator.telemetry.targets import Key, ScrapeConfig, Target, Watched, target_of
 from specinfer_operator.tuning import applied, auto
+from specinfer_operator.tuning.applied import from_ranges
 from specinfer_operator.tuning.recommendation import MAX_SCHEDULE_BATCH
 from specinfer_runtime.tokens import SCHEDULE_FIELD
 from specinfer_runtime.tuning import TuningSettings
@@ -359,12 +360,18 @@ class Telemetry:
         now, settings = self.now(), watched.tuning
         assert settings is not None
 
-        def measured(status: dict[str, Any]) -> list[tuple[int, Figures]]:
-            found = [(int((status.get("speculation") or {}).get("numSpeculativeTokens") or 0), figures)]
+        def measured(status: dict[str, Any]) -> list[auto.Measured]:
+            """The serving pods' figures with their K and schedule; the canary's, when it changes K alone, with
+            the schedule Auto is trying on it (if any)."""
+            speculation = status.get("speculation") or {}
+            serving = from_ranges(speculation.get(SCHEDULE_FIELD))
+            found = [(int(speculation.get("numSpeculativeTokens") or 0), serving, figures)]
             record = (status.get("rollout") or {}).get("canary") or {}
-            family = (status.get("tuning") or {}).get("family")
-            if trial is not None and record.get("phase") == CANARY and record.get("family") == family:
-                found.append((len(trial.counts.per_position), trial))
+            tuning = status.get("tuning") or {}
+            change = tuning.get("lastChange") or {}
+            if trial is not None and record.get("phase") == CANARY and record.get("family") == tuning.get("family"):
+                tried = from_ranges(change.get("toSchedule")) if change.get("result") == "Trying" else ()
+                found.append((len(trial.counts.per_position), tried, trial))
             return found
 
         if auto.update(watched.status, settings, measured(watched.status), now, watched.max_batch) is None:

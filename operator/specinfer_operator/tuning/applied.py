@@ -1,20 +1,23 @@
-"""The K Auto tuning applied: how a tuning decision reaches the pods, both ends of the path in one module.
+"""The K (or schedule) Auto tuning applied: how a tuning decision reaches the pods, both ends of the path in
+one module.
 
 The path, from the telemetry loop to the reconcile loop:
 
-1. telemetry/loop.py windows a resource's figures; tuning/auto.py decides that K should change.
-2. `apply` writes that K on the resource, in the annotation `tuning.specinfer.io/effective`, as
-   `{"family": ..., "numSpeculativeTokens": K}`. Auto never edits the spec: GitOps keeps it as written.
+1. telemetry/loop.py windows a resource's figures; tuning/auto.py decides that K should change, or that
+   the best K differs by batch size and a schedule should serve.
+2. `apply` writes that setting on the resource, in the annotation `tuning.specinfer.io/effective`, as
+   `{"family": ..., "numSpeculativeTokens": K}`, with `"numSpeculativeTokensPerBatchSize": [[min, max, K],
+   ...]` for a schedule. Auto never edits the spec: GitOps keeps it as written.
 3. The annotation is outside kopf's storage prefix (`specinfer.io/`), so the write is an update of the
    resource: manager/handlers.py's on_spec runs controller/reconcile.py.
-4. Reconcile (and refresh) call `resolve`, which gives the resource to render with that K, and the rollout
+4. Reconcile (and refresh) call `resolve`, which gives the resource to render with that setting, and the rollout
    that follows (controller/arrangement.py, through a canary when the spec asks for one) decides whether
    it stays.
 
 The annotation counts only in mode Auto, for the configuration family it was measured on (a spec changed
 in anything but K makes it stale), within the tuning bounds, and when the spec with that K passes every
 rule; otherwise the spec's K is rendered and the reason is a warning. Setting the annotation by hand pins
-K the same way.
+K (or a schedule) the same way.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from typing import Any
 from specinfer_operator.api.labels import TUNED_K_ANNOTATION
 from specinfer_operator.api.resource import SpeculativeInference
 from specinfer_operator.platform.kube import Kube
+from specinfer_runtime.k_by_batch import MAX_SCHEDULE_RANGES
+from specinfer_runtime.tokens import SCHEDULE_FIELD
 from specinfer_runtime.validation import Report
 
 MAX_ANNOTATION = 1024  # bytes: anything longer was not written by the operator
@@ -44,12 +49,67 @@ class Effective:
     tuned: bool = False
 
 
-def annotation(family: str, k: int) -> str:
-    return json.dumps({"family": family, "numSpeculativeTokens": k}, separators=(",", ":"))
+Schedule = tuple[tuple[int, int, int], ...]  # (min batch, max batch, K), inclusive ranges from batch 1
 
 
-def _tuned_k(body: dict[str, Any], family: str) -> tuple[int | None, str | None]:
-    """The K the annotation sets for this family, or why it sets none (None: it is absent or stale)."""
+@dataclass(frozen=True)
+class Setting:
+    """What Auto applies: K, and a schedule (K by batch size) when the best K differs by batch band; K is
+    then the schedule's largest, as vLLM requires."""
+
+    k: int
+    schedule: Schedule = ()
+
+    def describe(self) -> str:
+        if not self.schedule:
+            return f"K={self.k}"
+        return "K by batch size " + ", ".join(f"{a}-{b}: K={k}" for a, b, k in self.schedule)
+
+    def ranges(self) -> list[dict[str, int]]:
+        return as_ranges(self.schedule)
+
+
+def as_ranges(schedule: Schedule) -> list[dict[str, int]]:
+    """A schedule as spec.speculative.numSpeculativeTokensPerBatchSize (and the status) spell it."""
+    return [{"minBatchSize": a, "maxBatchSize": b, "numSpeculativeTokens": k} for a, b, k in schedule]
+
+
+def from_ranges(ranges: list[dict[str, Any]] | None) -> Schedule:
+    """The schedule of a status's (or spec's) ranges."""
+    return tuple((int(r["minBatchSize"]), int(r["maxBatchSize"]), int(r["numSpeculativeTokens"])) for r in ranges or [])
+
+
+def in_force(k: int, schedule: Schedule, batch: float) -> int:
+    """The K drafted at this batch size: its range's under a schedule, else K."""
+    n = max(1, round(batch))
+    return next((kk for a, b, kk in schedule if a <= n <= b), k)
+
+
+def annotation(family: str, setting: Setting) -> str:
+    value: dict[str, Any] = {"family": family, "numSpeculativeTokens": setting.k}
+    if setting.schedule:
+        value["numSpeculativeTokensPerBatchSize"] = [list(r) for r in setting.schedule]
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _schedule(value: Any) -> Schedule | None:
+    """The annotation's schedule: at most MAX_SCHEDULE_RANGES [min, max, K] triples of integers; None when
+    it is not that (the API's rules on the ranges themselves are checked with the whole spec)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not 0 < len(value) <= MAX_SCHEDULE_RANGES:
+        return None
+    if not all(isinstance(r, list) and len(r) == 3 and all(map(_integer, r)) for r in value):
+        return None
+    return tuple((r[0], r[1], r[2]) for r in value)
+
+
+def _tuned(body: dict[str, Any], family: str) -> tuple[Setting | None, str | None]:
+    """What the annotation sets for this family, or why it sets nothing (None: it is absent or stale)."""
     raw = ((body.get("metadata") or {}).get("annotations") or {}).get(TUNED_K_ANNOTATION)
     if raw is None:
         return None, None
@@ -60,11 +120,13 @@ def _tuned_k(body: dict[str, Any], family: str) -> tuple[int | None, str | None]
     except ValueError:
         return None, f"{TUNED_K_ANNOTATION} is not JSON: ignored"
     k = value.get("numSpeculativeTokens") if isinstance(value, dict) else None
-    if not isinstance(k, int) or isinstance(k, bool):
-        return None, f'{TUNED_K_ANNOTATION} needs {{"family": ..., "numSpeculativeTokens": K}}: ignored'
+    schedule = _schedule(value.get("numSpeculativeTokensPerBatchSize")) if isinstance(value, dict) else None
+    if not isinstance(k, int) or isinstance(k, bool) or schedule is None:
+        shape = '{"family": ..., "numSpeculativeTokens": K, "numSpeculativeTokensPerBatchSize": [[min, max, K], ...]}'
+        return None, f"{TUNED_K_ANNOTATION} needs {shape} (the schedule optional): ignored"
     if value.get("family") != family:
         return None, None  # measured on another configuration: the spec changed since
-    return k, None
+    return Setting(k, schedule), None
 
 
 def resolve(
@@ -81,25 +143,40 @@ def resolve(
     tuning = cr.spec.speculative.tuning
     if tuning is None or tuning.mode != "Auto":
         return Effective(cr, requested)
-    k, problem = _tuned_k(body, family(cr))
-    if k is None:
+    setting, problem = _tuned(body, family(cr))
+    if setting is None:
         return Effective(cr, requested, problem)
-    if k == requested:
+    if setting.k == requested and not setting.schedule:
         return Effective(cr, requested, tuned=True)
     top = tuning.max_k or requested
-    if not tuning.min_k <= k <= top:
-        why = f"{TUNED_K_ANNOTATION} sets K={k}, outside minK {tuning.min_k} to maxK {top}: ignored"
+    outside = [k for k in (setting.k, *(k for _, _, k in setting.schedule if k)) if not tuning.min_k <= k <= top]
+    if outside:
+        why = f"{TUNED_K_ANNOTATION} sets K={outside[0]}, outside minK {tuning.min_k} to maxK {top}: ignored"
         return Effective(cr, requested, why)
     tuned = copy.deepcopy(body)
-    tuned["spec"]["speculative"]["numSpeculativeTokens"] = k
+    tuned["spec"]["speculative"]["numSpeculativeTokens"] = setting.k
+    if setting.schedule:
+        # Checked as mode Recommend would render it: the rule that refuses a written schedule under Auto
+        # guards the spec as written, not the schedule Auto applies.
+        tuned["spec"]["speculative"][SCHEDULE_FIELD] = setting.ranges()
+        tuned["spec"]["speculative"]["tuning"]["mode"] = "Recommend"
     checked = check(tuned)
     if checked.value is None:
         why = "; ".join(str(p) for p in checked.errors)
-        refused = f"{TUNED_K_ANNOTATION} sets K={k}, which the spec does not allow ({why}): ignored"
+        refused = f"{TUNED_K_ANNOTATION} sets {setting.describe()}, which the spec does not allow ({why}): ignored"
         return Effective(cr, requested, refused)
-    return Effective(checked.value, requested, tuned=True)
+    return Effective(_in_auto(checked.value), requested, tuned=True)
 
 
-def apply(kube: Kube, namespace: str, name: str, family: str, k: int) -> None:
-    """Hand Auto's K to the reconcile loop: the annotation's update reconciles the resource (see above)."""
-    kube.patch_metadata(namespace, name, {"annotations": {TUNED_K_ANNOTATION: annotation(family, k)}})
+def _in_auto(cr: SpeculativeInference) -> SpeculativeInference:
+    """`cr` with tuning mode Auto (it was checked as Recommend)."""
+    speculative = cr.spec.speculative
+    assert speculative.tuning is not None
+    tuning = speculative.tuning.model_copy(update={"mode": "Auto"})
+    spec = cr.spec.model_copy(update={"speculative": speculative.model_copy(update={"tuning": tuning})})
+    return cr.model_copy(update={"spec": spec})
+
+
+def apply(kube: Kube, namespace: str, name: str, family: str, setting: Setting) -> None:
+    """Hand Auto's setting to the reconcile loop: the annotation's update reconciles the resource (see above)."""
+    kube.patch_metadata(namespace, name, {"annotations": {TUNED_K_ANNOTATION: annotation(family, setting)}})

@@ -18,8 +18,9 @@ from typing import Any
 
 from specinfer_operator.api.timestamps import age
 from specinfer_operator.measure.window import Figures
+from specinfer_operator.tuning.applied import Schedule, Setting, as_ranges, from_ranges, in_force
 from specinfer_operator.tuning.recommendation import Bounds, Profile, Recommendation, band, recommend
-from specinfer_runtime.tokens import ASCEND_MAX_SPECULATIVE_TOKENS
+from specinfer_runtime.tokens import ASCEND_MAX_SPECULATIVE_TOKENS, SCHEDULE_FIELD
 from specinfer_runtime.tuning import TuningSettings
 
 STEP_TOLERANCE = 0.02  # relative: a profile whose step time moved less is not rewritten
@@ -27,14 +28,22 @@ ACCEPT_TOLERANCE = 0.01  # accepted drafts per step
 MAX_PROFILES = 16
 RETRY_AFTER = 4  # a reverted K is not tried again within this many minIntervalSeconds
 KEEP = "keep"
+EFFECTIVE_SCHEDULE = f"effective{SCHEDULE_FIELD[0].upper()}{SCHEDULE_FIELD[1:]}"
+Measured = tuple[int, Schedule, Figures]  # K as exported, the schedule rendered (or ()), the window's figures
 
 
 def carry(
-    previous: dict[str, Any] | None, mode: str, family: str, requested: int, serving: int, tuned: int | None = None
+    previous: dict[str, Any] | None,
+    mode: str,
+    family: str,
+    requested: int,
+    serving: int,
+    tuned: int | None = None,
+    schedule: Schedule = (),
 ) -> dict[str, Any] | None:
-    """status.tuning as reconcile writes it: what the spec asks, what Auto applied (`tuned`) and what serves,
-    with the evidence and the advice kept while the family stays (a new family starts over); None with
-    tuning off."""
+    """status.tuning as reconcile writes it: what the spec asks, what Auto applied (`tuned`) and what serves
+    (K, and the `schedule` when one is rendered), with the evidence and the advice kept while the family
+    stays (a new family starts over); None with tuning off."""
     if mode == "Off":
         return None
     kept = previous if previous is not None and previous.get("family") == family else {}
@@ -44,6 +53,7 @@ def carry(
         "requestedNumSpeculativeTokens": requested,
         **({"tunedNumSpeculativeTokens": tuned} if tuned is not None else {}),
         "effectiveNumSpeculativeTokens": serving,
+        **({EFFECTIVE_SCHEDULE: as_ranges(schedule)} if schedule else {}),
         **{k: kept[k] for k in ("profiles", "recommendation", "lastChange") if k in kept},
     }
 
@@ -93,7 +103,8 @@ def _moved(before: dict[str, Any] | None, after: dict[str, Any]) -> bool:
 
 
 def advice(found: Recommendation | None, settings: TuningSettings, now: str) -> dict[str, Any] | None:
-    """status.tuning.recommendation for a recommendation; moves under minGainPercent are `keep`."""
+    """status.tuning.recommendation for a recommendation; moves under minGainPercent are `keep`. A schedule
+    is advised (and applied in Auto) when some band gains minGainPercent by it."""
     if found is None:
         return None
     if found.explore is not None:
@@ -115,11 +126,23 @@ def advice(found: Recommendation | None, settings: TuningSettings, now: str) -> 
         "summary": f"K={found.k} {gain:+.0f}%" if move else f"{KEEP} K={found.current_k}",
         "time": now,
     }
-    if found.schedule:
-        out["numSpeculativeTokensPerBatchSize"] = [
-            {"minBatchSize": a, "maxBatchSize": b, "numSpeculativeTokens": k} for a, b, k in found.schedule
-        ]
+    band_gain = round(100 * found.schedule_gain, 1)
+    if found.schedule and band_gain >= settings.min_gain_percent:
+        out[SCHEDULE_FIELD] = as_ranges(found.schedule)
+        out["summary"] = f"by batch {band_gain:+.0f}%"
     return out
+
+
+def advised(recommendation: dict[str, Any]) -> Setting | None:
+    """The setting a recommendation asks Auto to apply: a K to measure, a schedule, or a K; None to keep."""
+    if "measureNext" in recommendation:
+        return Setting(int(recommendation["measureNext"]))
+    schedule = from_ranges(recommendation.get(SCHEDULE_FIELD))
+    if schedule:
+        return Setting(max(k for _, _, k in schedule), schedule)
+    k = recommendation.get("numSpeculativeTokens")
+    keep = str(recommendation.get("summary", "")).startswith(KEEP)
+    return None if k is None or keep else Setting(int(k))
 
 
 @dataclass(frozen=True)
@@ -128,21 +151,25 @@ class Update:
 
     patch: dict[str, Any]
     events: list[tuple[str, str, str]] = field(default_factory=list)
-    apply: int | None = None  # the K to write into the effective annotation
+    apply: Setting | None = None  # what to write into the effective annotation
     family: str = ""
 
 
 def _profiles(
-    tuning: dict[str, Any], figures: list[tuple[int, Figures]], need: int, now: str
+    tuning: dict[str, Any], figures: list[Measured], need: int, now: str
 ) -> tuple[list[dict[str, Any]], bool]:
-    """The profiles with these figures (K, windowed figures) in, and whether any changed; the oldest go
-    beyond MAX_PROFILES."""
+    """The profiles with these figures in, and whether any changed; the oldest go beyond MAX_PROFILES.
+    Under a schedule a window's figures are the profile of the K in force at the window's batch size (the
+    per-band counters: vLLM's per-position counts of steps at a smaller K fill only its first positions)."""
     kept = {(int(p["numSpeculativeTokens"]), band(float(p["decodeBatch"]))): p for p in tuning.get("profiles") or []}
     changed = False
-    for k, measured in figures:
-        if not 0 <= k <= ASCEND_MAX_SPECULATIVE_TOKENS or len(measured.counts.per_position) != k:
+    for exported, schedule, measured in figures:
+        counts = measured.counts
+        if not 0 <= exported <= ASCEND_MAX_SPECULATIVE_TOKENS or len(counts.per_position) != exported:
             continue  # figures of a K no engine of this resource can run: a broken or hostile exporter
-        found = Profile.of(measured.counts, k) if measured.counts.draft_tokens >= need else None
+        batch = counts.steps.steps / counts.steps.iterations if counts.steps.iterations else 1.0
+        k = in_force(exported, schedule, batch)
+        found = Profile.of(counts, k) if counts.draft_tokens >= need and k > 0 else None
         if found is None:
             continue
         item = entry(found, now)
@@ -155,33 +182,44 @@ def _profiles(
     return ordered, changed
 
 
+def _tried(change: dict[str, Any]) -> Setting:
+    return Setting(int(change["toK"]), from_ranges(change.get("toSchedule")))
+
+
 def _resolve(
-    tuning: dict[str, Any], status: dict[str, Any], serving: int, now: str
-) -> tuple[dict[str, Any] | None, list[tuple[str, str, str]], int | None]:
-    """How an applied K ended, if it did: (lastChange, events, K to put back). A tuned K rolled back (slower,
-    or failing) is reverted whoever set it, Auto or a person pinning it; one serving everywhere is promoted."""
+    tuning: dict[str, Any], status: dict[str, Any], serving: Setting, now: str
+) -> tuple[dict[str, Any] | None, list[tuple[str, str, str]], Setting | None]:
+    """How an applied setting ended, if it did: (lastChange, events, setting to put back). One rolled back
+    (slower, or failing) is reverted whoever set it, Auto or a person pinning it; one serving everywhere is
+    promoted."""
     change = tuning.get("lastChange") or {}
     rollout = status.get("rollout") or {}
     if rollout.get("canary"):
         return None, [], None
     back, tuned = rollout.get("rolledBack"), tuning.get("tunedNumSpeculativeTokens")
-    if back is not None and tuned is not None and tuned != serving:
-        message = f"K={tuned} reverted to K={serving}: {back['reason']}: {back['message']}"
-        since = change.get("time", now) if change.get("result") == "Trying" and change.get("toK") == tuned else now
-        ended = {"fromK": serving, "toK": tuned, "result": "Reverted", "message": message, "time": since}
+    trying = change.get("result") == "Trying"
+    differs = _tried(change) != serving if trying else tuned is not None and tuned != serving.k
+    if back is not None and tuned is not None and differs:
+        tried = _tried(change) if trying else Setting(int(tuned))
+        message = f"{tried.describe()} reverted to {serving.describe()}: {back['reason']}: {back['message']}"
+        since = change.get("time", now) if trying else now
+        ended = {**_change(serving, tried), "result": "Reverted", "message": message, "time": since}
         return ended, [("Normal", "TuningReverted", message)], serving
-    if change.get("result") == "Trying" and serving == change["toK"]:
-        message = f"K={change['toK']} serves on every pod (was K={change['fromK']})"
+    if trying and _tried(change) == serving:
+        message = f"{serving.describe()} serves on every pod (was K={change['fromK']})"
         return {**change, "result": "Promoted", "message": message}, [("Normal", "TuningPromoted", message)], None
     return None, [], None
 
 
+def _change(before: Setting, after: Setting) -> dict[str, Any]:
+    return {"fromK": before.k, "toK": after.k, **({"toSchedule": after.ranges()} if after.schedule else {})}
+
+
 def _move(
-    tuning: dict[str, Any], status: dict[str, Any], settings: TuningSettings, serving: int, now: str
-) -> int | None:
-    """The K Auto applies now, or None."""
-    recommendation = tuning.get("recommendation") or {}
-    target = recommendation.get("measureNext", recommendation.get("numSpeculativeTokens"))
+    tuning: dict[str, Any], status: dict[str, Any], settings: TuningSettings, serving: Setting, now: str
+) -> Setting | None:
+    """What Auto applies now, or None."""
+    target = advised(tuning.get("recommendation") or {})
     if target is None or target == serving:
         return None
     rollout = status.get("rollout") or {}
@@ -195,26 +233,26 @@ def _move(
             return None
         if (
             change.get("result") == "Reverted"
-            and change.get("toK") == target
+            and _tried(change) == target
             and since < RETRY_AFTER * settings.min_interval_seconds
         ):
             return None
-    return int(target)
+    return target
 
 
 def update(
     status: dict[str, Any],
     settings: TuningSettings,
-    figures: list[tuple[int, Figures]],
+    figures: list[Measured],
     now: str,
     max_batch: int,
 ) -> Update | None:
-    """What tuning changes in the status after a scrape round: `figures` are (K, windowed figures) of the
-    serving pods and, when it changes K alone, of the canary. None when nothing changes."""
+    """What tuning changes in the status after a scrape round: `figures` are (K, schedule, windowed figures)
+    of the serving pods first and, when it changes K alone, of the canary. None when nothing changes."""
     tuning = status.get("tuning")
     if not tuning or tuning.get("mode") in (None, "Off"):
         return None
-    serving = int(tuning["effectiveNumSpeculativeTokens"])
+    serving = Setting(int(tuning["effectiveNumSpeculativeTokens"]), from_ranges(tuning.get(EFFECTIVE_SCHEDULE)))
     requested = int(tuning["requestedNumSpeculativeTokens"])
     profiles, changed = _profiles(tuning, figures, settings.min_draft_tokens, now)
     patch: dict[str, Any] = {}
@@ -223,7 +261,9 @@ def update(
         patch["profiles"] = profiles
     bounds = Bounds(min_k=settings.min_k, max_k=settings.max_k or requested, off=False, max_batch=max_batch)
     usable = [p for p in map(profile_of, profiles) if p is not None]
-    found = recommend(usable, serving, bounds) if usable else None
+    load = _batch(figures)
+    current = in_force(serving.k, serving.schedule, load or 1.0)
+    found = recommend(usable, current, bounds, load) if usable else None
     before = tuning.get("recommendation")
     after = advice(found, settings, now)
     if after is not None and (before is None or before.get("summary") != after["summary"]):
@@ -240,17 +280,19 @@ def update(
         else:
             apply = _move(tuning, status, settings, serving, now)
             if apply is not None:
-                message = (
-                    f"K={serving} -> K={apply} on a canary: {(tuning.get('recommendation') or {}).get('message', '')}"
-                )
-                patch["lastChange"] = {
-                    "fromK": serving,
-                    "toK": apply,
-                    "result": "Trying",
-                    "message": message,
-                    "time": now,
-                }
+                why = (tuning.get("recommendation") or {}).get("message", "")
+                message = f"{serving.describe()} -> {apply.describe()} on a canary: {why}"
+                patch["lastChange"] = {**_change(serving, apply), "result": "Trying", "message": message, "time": now}
                 events.append(("Normal", "TuningChange", message))
     if not patch:
         return None
     return Update({"tuning": patch}, events, apply, tuning["family"])
+
+
+def _batch(figures: list[Measured]) -> float | None:
+    """The serving pods' batch size in this window (None without an engine step): the load the
+    recommendation is for."""
+    if not figures:
+        return None
+    steps = figures[0][2].counts.steps
+    return steps.steps / steps.iterations if steps.iterations and steps.steps else None

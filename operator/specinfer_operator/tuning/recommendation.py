@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from specinfer_operator.measure.window import Counts
 
@@ -176,6 +177,7 @@ class Recommendation:
     speed: float  # predicted tokens per second per request at `k`
     current_speed: float
     schedule: tuple[tuple[int, int, int], ...] = ()  # (min batch, max batch, K), when the K differs by batch
+    schedule_gain: float = 0.0  # the schedule's largest expected speed-up over the current K in a band
     explore: int | None = None
     extrapolated: bool = False  # `k` lies beyond the positions measured
     off_unmeasured: bool = False  # speculation off is a candidate, but no engine without it was measured
@@ -308,7 +310,7 @@ def recommend(
         batch=batch,
         speed=speed_of(best),
         current_speed=speed_of(current_k),
-        schedule=_schedule(profiles, in_schedule, speed_at, bounds.max_batch) if best else (),
+        **(_scheduled(profiles, in_schedule, speed_at, bounds.max_batch, current_k) if best else {}),
         explore=explore,
         extrapolated=best > measured_k,
         off_unmeasured=bounds.off and not off,
@@ -320,13 +322,26 @@ def _near(profiles: list[Profile], k: int, batch: float) -> list[Profile]:
     return [p for p in profiles if p.k == k and max(p.batch, batch) < BATCH_SPREAD * min(p.batch, batch)]
 
 
-def _schedule(
-    profiles: list[Profile], candidates: list[int], speed_at: Callable[[int, float], float], max_batch: int
-) -> tuple[tuple[int, int, int], ...]:
-    """Inclusive batch-size ranges with the best K of each, when more than one K is best somewhere: judged
-    band by band (powers of two of the batch size) among the K measured in the band, never from the fit
-    alone, with the ranges meeting halfway (geometrically) between the bands' batches. A band where fewer
-    than two K were measured has no verdict and takes its neighbours' K."""
+def _scheduled(
+    profiles: list[Profile],
+    candidates: list[int],
+    speed_at: Callable[[int, float], float],
+    max_batch: int,
+    current_k: int,
+) -> dict[str, Any]:
+    """The schedule, if any, and its largest gain over `current_k` among the bands that judged it."""
+    verdicts = _verdicts(profiles, candidates, speed_at)
+    if len({k for _, k in verdicts}) < 2:
+        return {}
+    gain = max(speed_at(k, n) / speed_at(current_k, n) - 1 for n, k in verdicts)
+    return {"schedule": _ranges(verdicts, max_batch), "schedule_gain": gain}
+
+
+def _verdicts(
+    profiles: list[Profile], candidates: list[int], speed_at: Callable[[int, float], float]
+) -> list[tuple[float, int]]:
+    """The best K of each band (powers of two of the batch size), by batch: judged among the K measured in
+    the band, never from the fit alone. A band where fewer than two K were measured has no verdict."""
     bands: dict[int, list[Profile]] = {}
     for p in profiles:
         bands.setdefault(band(p.batch), []).append(p)
@@ -336,8 +351,12 @@ def _schedule(
         measured = [k for k in candidates if _near(profiles, k, n)]
         if len(measured) >= 2:
             verdicts.append((n, max(measured, key=lambda k: (speed_at(k, n), -k))))
-    if len({k for _, k in verdicts}) < 2:
-        return ()
+    return verdicts
+
+
+def _ranges(verdicts: list[tuple[float, int]], max_batch: int) -> tuple[tuple[int, int, int], ...]:
+    """Inclusive batch-size ranges from the bands' verdicts, meeting halfway (geometrically) between the
+    bands' batches; a band without a verdict takes its neighbours' K."""
     ranges: list[list[int]] = []
     for i, (n, k) in enumerate(verdicts):
         start = 1 if i == 0 else ranges[-1][1] + 1

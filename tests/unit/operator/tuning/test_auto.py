@@ -15,6 +15,7 @@ from specinfer_operator.measure.window import Counts, Figures
 from specinfer_operator.render.admission import check
 from specinfer_operator.render.children import RenderDefaults, family_hash
 from specinfer_operator.tuning import applied, auto
+from specinfer_operator.tuning.applied import Setting
 from specinfer_runtime.tuning import TuningSettings
 from tests.support.builders import example, resource
 from tests.support.statuses import NOW, deployment
@@ -35,7 +36,7 @@ def body(
     out = resource(spec, name="demo", namespace="ml", uid="u1")
     if tuned is not None:
         family = family_hash(check(out).value, RenderDefaults())  # type: ignore[arg-type]
-        out["metadata"]["annotations"] = {TUNED_K_ANNOTATION: applied.annotation(family, tuned)}
+        out["metadata"]["annotations"] = {TUNED_K_ANNOTATION: applied.annotation(family, Setting(tuned))}
     return out
 
 
@@ -110,7 +111,7 @@ def apply(current: dict[str, Any], change: auto.Update) -> dict[str, Any]:
 
 def test_the_first_profile_asks_for_a_second_k_and_auto_applies_it() -> None:
     # ngram: 1,000 decode steps of 4 ms, accepted 800/600/400/200 at positions 0-3.
-    first = auto.update(status(), AUTO, [(4, figures(4, (800, 600, 400, 200), 1000, 4.0))], NOW, 256)
+    first = auto.update(status(), AUTO, [(4, (), figures(4, (800, 600, 400, 200), 1000, 4.0))], NOW, 256)
     assert first is not None
     profile = first.patch["tuning"]["profiles"][0]
     assert (profile["numSpeculativeTokens"], profile["stepMilliseconds"], profile["acceptedPerStep"]) == (
@@ -119,17 +120,19 @@ def test_the_first_profile_asks_for_a_second_k_and_auto_applies_it() -> None:
         [0.8, 0.6, 0.4, 0.2],
     )
     assert first.patch["tuning"]["recommendation"]["summary"] == "measure K=2"
-    assert first.apply == 2
+    assert first.apply == Setting(2)
     assert first.family == "fam"
     assert first.patch["tuning"]["lastChange"]["result"] == "Trying"
     assert [e[1] for e in first.events] == ["TuningRecommendation", "TuningChange"]
     # The same figures again: nothing to write, nothing to do while the change is under way.
     again = apply(status(), first)
-    assert auto.update(again, AUTO, [(4, figures(4, (800, 600, 400, 200), 1000, 4.0))], NOW, 256) is None
+    assert auto.update(again, AUTO, [(4, (), figures(4, (800, 600, 400, 200), 1000, 4.0))], NOW, 256) is None
 
 
 def test_recommend_only_reports() -> None:
-    found = auto.update(status(mode="Recommend"), AUTO, [(4, figures(4, (800, 600, 400, 200), 1000, 4.0))], NOW, 256)
+    found = auto.update(
+        status(mode="Recommend"), AUTO, [(4, (), figures(4, (800, 600, 400, 200), 1000, 4.0))], NOW, 256
+    )
     assert found is not None
     assert found.apply is None
     assert "lastChange" not in found.patch["tuning"]
@@ -137,7 +140,7 @@ def test_recommend_only_reports() -> None:
 
 def test_too_little_evidence_makes_no_profile() -> None:
     thin = TuningSettings(mode="Auto", min_draft_tokens=100_000)
-    assert auto.update(status(), thin, [(4, figures(4, (800, 600, 400, 200), 1000, 4.0))], NOW, 256) is None
+    assert auto.update(status(), thin, [(4, (), figures(4, (800, 600, 400, 200), 1000, 4.0))], NOW, 256) is None
 
 
 def two_profiles() -> dict[str, Any]:
@@ -148,7 +151,7 @@ def two_profiles() -> dict[str, Any]:
         change = auto.update(
             current,
             TuningSettings(mode="Recommend", min_draft_tokens=100),
-            [(k, figures(k, accepted, 1000, seconds))],
+            [(k, (), figures(k, accepted, 1000, seconds))],
             NOW,
             256,
         )
@@ -173,7 +176,7 @@ def test_auto_waits_for_the_interval_and_for_a_ready_resource() -> None:
     assert auto.update(current, AUTO, [], "2026-01-01T00:05:00Z", 256) is None  # 5 min < 10 min
     moved = auto.update(current, AUTO, [], LATER, 256)
     assert moved is not None
-    assert moved.apply == 2
+    assert moved.apply == Setting(2)
     busy = {**current, "rollout": {"canary": {"configHash": "x", "phase": "Canary"}}}
     assert auto.update(busy, AUTO, [], LATER, 256) is None
     degraded = {**current, "conditions": [{"type": "Ready", "status": "False", "reason": "RolledBack"}]}
@@ -195,7 +198,7 @@ def test_a_change_under_way_ends_promoted_or_reverted() -> None:
     assert back is not None
     assert back.patch["tuning"]["lastChange"]["result"] == "Reverted"
     assert "SpeedBelowStable: canary 300 vs 350" in back.patch["tuning"]["lastChange"]["message"]
-    assert back.apply == 4  # the K before is put back
+    assert back.apply == Setting(4)  # the K before is put back
     assert [e[1] for e in back.events] == ["TuningReverted"]
 
 
@@ -204,7 +207,7 @@ def test_a_k_pinned_by_hand_and_rolled_back_is_reverted_too() -> None:
     pinned = status(serving=4, tuned=8, rollout={"rolledBack": slower})
     back = auto.update(pinned, AUTO, [], LATER, 256)
     assert back is not None
-    assert back.apply == 4
+    assert back.apply == Setting(4)
     change = back.patch["tuning"]["lastChange"]
     assert (change["fromK"], change["toK"], change["result"]) == (4, 8, "Reverted")
 
@@ -217,7 +220,7 @@ def test_a_reverted_k_is_not_tried_again_soon() -> None:
     assert auto.update(current, AUTO, [], "2026-01-01T00:20:00Z", 256) is None
     again = auto.update(current, AUTO, [], LATER, 256)
     assert again is not None
-    assert again.apply == 2
+    assert again.apply == Setting(2)
 
 
 def test_status_tuning_keeps_its_evidence_within_a_family_only() -> None:
@@ -272,7 +275,7 @@ def test_profiles_at_different_batch_sizes_are_kept_apart_and_give_a_schedule() 
     for batch in (1.0, 16.0):
         for k in (4, 2):
             measured = figures(k, accepted[:k], 1600, 1600 * seconds(k, batch), batch)
-            change = auto.update(current, recommend_only, [(k, measured)], NOW, 64)
+            change = auto.update(current, recommend_only, [(k, (), measured)], NOW, 64)
             assert change is not None
             current = apply(current, change)
     kept = [(p["numSpeculativeTokens"], p["decodeBatch"]) for p in current["tuning"]["profiles"]]

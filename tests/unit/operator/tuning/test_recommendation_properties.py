@@ -94,7 +94,9 @@ def test_a_tuning_update_never_raises_on_any_figures(
     }
     settings_ = TuningSettings(mode=mode, min_k=min_k, min_draft_tokens=1)  # type: ignore[arg-type]
     for _ in range(3):  # the profiles go into the status and come back from it
-        change = auto.update(status, settings_, measured, "2026-11-25T12:00:00Z", max_batch)
+        change = auto.update(
+            status, settings_, [(exported, (), f) for exported, f in measured], "2026-11-25T12:00:00Z", max_batch
+        )
         if change is None:
             break
         status["tuning"] = {**status["tuning"], **change.patch["tuning"]}
