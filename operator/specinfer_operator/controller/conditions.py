@@ -64,7 +64,7 @@ class Desired:
 
 
 ROLLED_BACK = "RolledBack"
-SLOWER = "SpeedBelowStable"  # the verdict on a canary that changed K alone and decoded slower
+SLOWER = "SpeedBelowStable"  # the verdict on a canary whose requests decoded slower at comparable load
 CANARY, PROMOTING = "Canary", "Promoting"  # phases of a canary (canary.py), and the Ready reasons then
 
 
