@@ -118,15 +118,17 @@ def moved(before: dict[str, Any], after: dict[str, Any]) -> bool:
     return any(abs(x - y) > RATE_TOLERANCE for x, y in zip(a_rates, b_rates, strict=True))
 
 
-def _nearer(before: dict[str, Any] | None, after: dict[str, Any], need: int | None) -> bool:
-    """Whether the draft tokens grew by another tenth of `need` (the evidence a canary waits for): counts
-    alone do not move the figures, a judge reading stale counts would wait longer than needed, and past
-    `need` each write is one more comparison for the canary's verdict (verdict.py)."""
+def _nearer(before: dict[str, Any] | None, after: dict[str, Any], need: int | None, beyond: bool = False) -> bool:
+    """Whether the draft tokens passed another tenth of the way to `need` (the evidence a canary waits for):
+    counts alone do not move the figures, and a judge reading stale counts would wait longer than needed.
+    With `beyond` (the canary's own figures), every tenth of `need` more counts past it too: each write is one
+    more comparison for the canary's verdict (controller/verdict.py)."""
     if not need:
         return False
 
     def tenths(draft_tokens: int) -> int:
-        return draft_tokens * 10 // need
+        found = draft_tokens * 10 // need
+        return found if beyond else min(found, 10)
 
     return tenths(int((before or {}).get("draftTokens", 0))) != tenths(int(after["draftTokens"]))
 
@@ -142,7 +144,7 @@ def update(
 ) -> Update | None:
     """The status change these figures call for, or None. `status` is the resource's current status: the
     figures belong to its configHash (the caller measured the pods running it). With `need` (a canary is
-    compared with these figures), each tenth of that many draft tokens more is written too."""
+    compared with these figures), each tenth of the way to that many draft tokens is written too."""
     config_hash = status.get("configHash")
     if not config_hash:
         return None
@@ -191,6 +193,6 @@ def canary_update(
     after = observed(figures, config_hash, now)
 
     stale = before is not None and after["podsMeasured"] > 0 and age(before.get("measuredTime"), now) >= refresh
-    if before is not None and not _nearer(before, after, need) and not stale and not moved(before, after):
+    if before is not None and not _nearer(before, after, need, True) and not stale and not moved(before, after):
         return None
     return {"rollout": {"canary": {"observed": {**dict.fromkeys(written), **after}}}}

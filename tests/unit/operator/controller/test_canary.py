@@ -133,6 +133,11 @@ def test_canary_figures_are_written_as_evidence_grows_and_when_they_move() -> No
     status["rollout"]["canary"]["observed"] = written
     assert observation.canary_update(status, window(440, 330), 1000, NOW, 300) is None  # same ratios, same tenth
     assert observation.canary_update(status, window(1000, 750), 1000, NOW, 300) is not None  # enough to judge
+    status["rollout"]["canary"]["observed"] = observation.observed(
+        Figures(1, 1, 60, Counts(drafts=250, draft_tokens=1000, accepted=750)), "new", NOW
+    )
+    # Past the evidence needed, each tenth more is another comparison for the verdict.
+    assert observation.canary_update(status, window(1100, 825), 1000, NOW, 300) is not None
     assert observation.canary_update({"rollout": {}}, window(1000, 750), 1000, NOW, 300) is None
 
 
@@ -150,3 +155,9 @@ def test_stable_figures_compared_with_a_canary_are_written_as_their_evidence_gro
     assert observation.update(status, window(1000), quiet, 1, NOW, 300) is None  # same ratios
     assert observation.update(status, window(1000), quiet, 1, NOW, 300, need=1000) is not None
     assert observation.update(status, window(440), quiet, 1, NOW, 300, need=1000) is None
+    # The stable pods' figures are not rewritten for evidence beyond what a canary needs: every resource with
+    # strategy Canary would write them at each tenth, canary or not.
+    full = observation.update(status, window(1000), quiet, 1, NOW, 300, need=1000)
+    assert full is not None
+    status["speculation"] = full.patch["speculation"]
+    assert observation.update(status, window(1500), quiet, 1, NOW, 300, need=1000) is None
