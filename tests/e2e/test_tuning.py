@@ -121,9 +121,7 @@ def test_auto_tries_another_k_on_a_canary_judged_on_speed_and_a_pinned_k_can_be_
     done = fleet.traffic_until(k1, judged, 240)  # K=1 drafts one token per step; comparisons as it serves
     change = tuning(done)["lastChange"]
     verdict = events(cluster, namespace, "Promoting") if change["result"] == "Promoted" else change["message"]
-    assert re.search(r"canary \d+ tokens/s per request vs \d+ for the stable pods", verdict.replace("\n", " ")), (
-        verdict
-    )
+    assert re.search(r"canary \d+ tokens/s per request vs \d+ for the stable pods", verdict.replace("\n", " ")), verdict
     serving = 1 if change["result"] == "Promoted" else 2
     assert done["status"]["speculation"]["numSpeculativeTokens"] == serving
     assert (tuning(done)["requestedNumSpeculativeTokens"], tuning(done)["effectiveNumSpeculativeTokens"]) == (
