@@ -7,10 +7,11 @@ median of REPEATS rounds) and the profile the operator would measure there. Then
 - At each concurrency, the recommendation runs as Auto does (bench/tuning.py's `tune`), from K=1 and from
   K=8, measuring only what it asks for at that load: its regret against the best static K there.
 - A mixed day: the concurrencies in turn, twice. Auto starts at K=1 (or K=8) and tunes at each load as it
-  comes, keeping every profile it measured (per batch-size band, as status.tuning.profiles does). At the
-  day's end its recommendation may carry a schedule (K by batch size, judged band by band on what each band
-  measured); that schedule is started on its own engine and measured at every concurrency, and Auto keeps
-  it only where no load is more than 2 % slower than the single K it reached (the canary's rule). What Auto
+  comes, keeping every profile it measured (per batch-size band, as status.tuning.profiles does); what it
+  serves at each load is the K it reached there on the second pass. At the day's end its recommendation may
+  carry a schedule (K by batch size, judged band by band on what each band measured); that schedule is
+  started on its own engine and measured at every concurrency, and Auto keeps it only where no load is more
+  than 2 % slower than the K it served there (the canary's rule). What Auto
   serves over the day is compared with the per-load optimum (the best static K at each load, as an ideal
   schedule would serve it) and with the best single static K, the day's time split evenly among the loads.
 
@@ -29,7 +30,19 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.profiles import CASES, REPEATS, TOKENS, Case, Run, argv_for, label, measure, models_for, say
+from bench.profiles import (
+    CASES,
+    REPEATS,
+    TOKENS,
+    Case,
+    Run,
+    argv_for,
+    label,
+    measure,
+    models_for,
+    say,
+    stop_engines_on_termination,
+)
 from bench.tuning import tune
 from hack.engine import environment
 from hack.tinymodel import TinyModels
@@ -48,19 +61,21 @@ def at(runs: dict[int, dict[int, Run]], concurrency: int) -> Callable[[int], Run
     return lambda k: runs[k][concurrency]
 
 
-def day(runs: dict[int, dict[int, Run]], start: int, bounds: Bounds) -> tuple[int, Schedule, list[str]]:
-    """Auto over the mixed day from `start`: the K it ends on, the schedule its recommendation carries (or
-    ()), and what it did at each load."""
+def day(runs: dict[int, dict[int, Run]], start: int, bounds: Bounds) -> tuple[dict[int, int], Schedule, list[str]]:
+    """Auto over the mixed day from `start`: the K it serves at each load on the day's second pass (it keeps
+    tuning as the load changes), the schedule its recommendation carries at the end (or ()), and what it did
+    at each load."""
     kept: dict[tuple[int, int], Profile] = {}  # (K, band): the newest profile, as status.tuning keeps them
-    current, said = start, []
+    current, said, reached = start, [], {}
     for concurrency in CONCURRENCIES * 2:
         here = band(runs[current][concurrency].profile.batch)
         older = [p for (_, b), p in kept.items() if b != here]
         current, steps, measured = tune(at(runs, concurrency), current, bounds, older)
         kept.update({(k, band(p.batch)): p for k, p in measured.items()})
         said.append(f"c={concurrency}: {label(current)}" + (f" ({', '.join(steps)})" if steps else ""))
+        reached[concurrency] = current
     found = recommend(list(kept.values()), current, bounds, batch=runs[current][CONCURRENCIES[-1]].profile.batch)
-    return current, (found.schedule if found is not None else ()), said
+    return reached, (found.schedule if found is not None else ()), said
 
 
 def main() -> int:
@@ -69,6 +84,7 @@ def main() -> int:
     parser.add_argument("--ks", help="static K to measure, comma-separated (default 1 to 8)")
     parser.add_argument("--save-metrics", type=Path, default=Path("bench-load-sweep-metrics"))
     args = parser.parse_args()
+    stop_engines_on_termination()
     engine = os.environ.get("SPECINFER_ENGINE_VENV")
     if not engine:
         raise SystemExit(
@@ -159,9 +175,9 @@ def mixed_day(
     for start in STARTS:
         if start not in runs:
             continue
-        end, schedule, said = day(runs, start, bounds)
-        served = {c: runs[end][c].tokens_per_second for c in CONCURRENCIES}
-        what = label(end)
+        reached, schedule, said = day(runs, start, bounds)
+        served = {c: runs[reached[c]][c].tokens_per_second for c in CONCURRENCIES}
+        what = "by load " + ", ".join(f"c={c} {label(k)}" for c, k in reached.items())
         if schedule:
             tried = scheduled(case, models, schedule, env, workdir, save)
             kept = all(tried[c].tokens_per_second >= (1 - SINGLE) * served[c] for c in CONCURRENCIES)

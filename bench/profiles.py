@@ -10,8 +10,10 @@ acceptance, step time, batch).
 from __future__ import annotations
 
 import json
+import signal
 import statistics
 import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -157,3 +159,9 @@ def models_for(case: Case, engine: Path, hf_home: Path) -> TinyModels:
 
 def say(text: str) -> None:
     print(text, flush=True)
+
+
+def stop_engines_on_termination() -> None:
+    """A terminated benchmark stops its engine first (the server context's exit): an engine left running in
+    its own session keeps both cores busy and skews every figure measured after it."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

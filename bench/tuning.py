@@ -27,7 +27,19 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from bench.profiles import CASES, REPEATS, TOKENS, Case, Run, argv_for, label, measure, models_for, say
+from bench.profiles import (
+    CASES,
+    REPEATS,
+    TOKENS,
+    Case,
+    Run,
+    argv_for,
+    label,
+    measure,
+    models_for,
+    say,
+    stop_engines_on_termination,
+)
 from hack.engine import environment
 from hack.tinymodel import TinyModels
 from specinfer_operator.tuning.recommendation import Bounds, Profile, recommend
@@ -97,6 +109,7 @@ def main() -> int:
     parser.add_argument("--case", action="append", help="only these profiles")
     parser.add_argument("--save-metrics", type=Path, help="keep each engine's /metrics here, for specinfer tune")
     args = parser.parse_args()
+    stop_engines_on_termination()
     engine = os.environ.get("SPECINFER_ENGINE_VENV")
     if not engine:
         raise SystemExit(
