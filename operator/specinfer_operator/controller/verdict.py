@@ -132,7 +132,8 @@ def _said(latest: dict[str, Any], ratio: float, which: str, counted: int) -> str
     batch = f"batch {latest['canaryBatch']:g}" + (" (normalised)" if latest["normalised"] else "")
     return (
         f"canary {latest['canaryTokensPerSecond']:.0f} tokens/s per request vs {latest['stableTokensPerSecond']:.0f} "
-        f"for the {which} at {batch}, {ratio - 1:+.1%} (median of {counted} comparisons)"
+        f"for the {which} at {batch}, {ratio - 1:+.1%} "
+        + ("(one comparison)" if counted == 1 else f"(median of {counted} comparisons)")
     )
 
 
