@@ -121,7 +121,7 @@ def test_the_status_through_a_canary_and_its_promotion() -> None:
 
 
 def test_canary_figures_are_written_as_evidence_grows_and_when_they_move() -> None:
-    status = {"rollout": {"canary": {"configHash": "new"}}}
+    status: dict[str, Any] = {"rollout": {"canary": {"configHash": "new"}}}
 
     def window(draft_tokens: int, accepted: int) -> Figures:
         return Figures(1, 1, 60, Counts(drafts=draft_tokens // 4, draft_tokens=draft_tokens, accepted=accepted))
