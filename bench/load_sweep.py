@@ -37,11 +37,11 @@ from bench.profiles import (
     Case,
     Run,
     argv_for,
+    engine_venv,
     label,
     measure,
     models_for,
     say,
-    stop_engines_on_termination,
 )
 from bench.tuning import tune
 from hack.engine import environment
@@ -84,12 +84,7 @@ def main() -> int:
     parser.add_argument("--ks", help="static K to measure, comma-separated (default 1 to 8)")
     parser.add_argument("--save-metrics", type=Path, default=Path("bench-load-sweep-metrics"))
     args = parser.parse_args()
-    stop_engines_on_termination()
-    engine = os.environ.get("SPECINFER_ENGINE_VENV")
-    if not engine:
-        raise SystemExit(
-            "SPECINFER_ENGINE_VENV is not set: SPECINFER_ENGINE_VENV=$(hack/engine-venv) python -m bench.load_sweep"
-        )
+    engine = engine_venv("bench.load_sweep")
     ks = [int(k) for k in args.ks.split(",")] if args.ks else KS
     bounds = Bounds(min_k=1, max_k=max(ks), off=True, max_batch=2 * CONCURRENCIES[-1])
     say(
@@ -100,8 +95,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-load-sweep-") as scratch:
         workdir = Path(scratch)
         for case in [c for c in CASES if not args.case or c.name in args.case]:
-            models = models_for(case, Path(engine), workdir / f"hf-{case.name}")
-            env = environment(Path(engine), models.hf_home, workdir / case.name)
+            models = models_for(case, engine, workdir / f"hf-{case.name}")
+            env = environment(engine, models.hf_home, workdir / case.name)
             runs = {k: sweep(case, models, k, env, workdir, args.save_metrics) for k in [0, *ks]}
             say(f"\n{case.name}: {case.about}")
             worst_load = max(worst_load, loads(runs, bounds))

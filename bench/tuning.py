@@ -34,11 +34,11 @@ from bench.profiles import (
     Case,
     Run,
     argv_for,
+    engine_venv,
     label,
     measure,
     models_for,
     say,
-    stop_engines_on_termination,
 )
 from hack.engine import environment
 from hack.tinymodel import TinyModels
@@ -109,12 +109,7 @@ def main() -> int:
     parser.add_argument("--case", action="append", help="only these profiles")
     parser.add_argument("--save-metrics", type=Path, help="keep each engine's /metrics here, for specinfer tune")
     args = parser.parse_args()
-    stop_engines_on_termination()
-    engine = os.environ.get("SPECINFER_ENGINE_VENV")
-    if not engine:
-        raise SystemExit(
-            "SPECINFER_ENGINE_VENV is not set: SPECINFER_ENGINE_VENV=$(hack/engine-venv) python -m bench.tuning"
-        )
+    engine = engine_venv("bench.tuning")
     ks = [1, 2, 4, 8] if args.quick else list(KS)
     bounds = Bounds(min_k=1, max_k=max(ks), off=True)
     say(
@@ -126,8 +121,8 @@ def main() -> int:
         workdir = Path(scratch)
         for case in [c for c in CASES if not args.case or c.name in args.case]:
             hf_home = workdir / f"hf-{case.name}"
-            models = models_for(case, Path(engine), hf_home)
-            env = environment(Path(engine), models.hf_home, workdir / case.name)
+            models = models_for(case, engine, hf_home)
+            env = environment(engine, models.hf_home, workdir / case.name)
             sweep = Sweep(case, models, env, workdir, args.save_metrics)
             for k in [0, *ks]:
                 sweep[k]
