@@ -54,6 +54,13 @@ class TuningSettings(Section):
         le=7 * 86400,
         description="Auto: at least this long between two changes of K, and before a reverted K is tried again.",
     )
+    try_engine_adaptivity: bool = Field(
+        default=True,
+        description="Auto: once K has settled, try the engine's own per-request "
+        "adaptivity where the method, image and graph mode run it (dspark: adaptive verification, else "
+        "vLLM-Ascend's dynamic verification; dflash: dynamic verification) on a canary, and keep it only when "
+        "requests decode at least minGainPercent faster; status.speculation.adaptivity says what serves.",
+    )
 
     cel_rules: ClassVar[tuple[Rule, ...]] = (
         Rule(

@@ -34,6 +34,7 @@ PRINTER_COLUMNS = [
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     {"name": "Accept", "type": "number", "jsonPath": ".status.speculation.observed.acceptanceRate", "priority": 1},
     {"name": "Measured", "type": "integer", "jsonPath": ".status.speculation.observed.podsMeasured", "priority": 1},
+    {"name": "Adaptivity", "type": "string", "jsonPath": ".status.speculation.adaptivity", "priority": 1},
     # The engine that serves, when its release is known (declared, or stated by the tenant policy).
     {
         "name": "vLLM-Ascend",

@@ -9,6 +9,9 @@ from pydantic import Field
 from specinfer_operator.api.engine import EngineVersions
 from specinfer_runtime.base import Section, list_map
 
+# What decides how many drafts a request verifies (tuning/adaptivity.py).
+Adaptivity = Literal["StaticK", "KByBatchSize", "AdaptiveVerification", "DynamicVerification"]
+
 
 class Condition(Section):
     """A kstatus-style condition."""
@@ -103,6 +106,12 @@ class SpeculationStatus(Section):
         default=None, max_length=8, description="K by batch size as rendered, when a schedule serves."
     )
     capture_sizes: list[int] | None = Field(default=None, max_length=64, description="Capture sizes rendered.")
+    adaptivity: Adaptivity | None = Field(
+        default=None,
+        description="What decides how many drafts a request verifies: StaticK (K every step), KByBatchSize (a "
+        "schedule), AdaptiveVerification or DynamicVerification (the engine, per request and step; from the spec "
+        "or tried and kept by Auto tuning).",
+    )
     image: str | None = Field(default=None, max_length=512, description="The runtime image that serves it.")
     engine_versions: EngineVersions | None = Field(
         default=None,
@@ -123,6 +132,7 @@ class LastGoodConfiguration(Section):
         default=None, max_length=8, description="Its schedule (K by batch size), if any."
     )
     capture_sizes: list[int] | None = Field(default=None, max_length=64, description="Its capture sizes.")
+    adaptivity: Adaptivity | None = Field(default=None, description="What decided its drafts per request.")
     family: str | None = Field(
         default=None, max_length=64, description="Its family: the configuration but for K (status.tuning.family)."
     )
@@ -140,7 +150,8 @@ class RolledBackConfiguration(Section):
     reason: str = Field(
         max_length=128,
         description="How it failed: CrashLoopBackOff, ProgressDeadlineExceeded...; a canary: SpeedBelowStable "
-        "(slower at comparable load), AcceptanceBelowFloor (acceptance collapsed, no faster), AbortedByHand.",
+        "(slower at comparable load), AcceptanceBelowFloor (acceptance collapsed, no faster), GainBelowMinimum "
+        "(an engine-side mechanism Auto tried, less than minGainPercent faster), AbortedByHand.",
     )
     message: str = Field(max_length=4096, description="The pods' own words (termination message) or the deadline's.")
     time: str = Field(max_length=64, description="When it was rolled back (RFC 3339).")
@@ -254,8 +265,12 @@ class TuningChange(Section):
     to_schedule: list[BatchSizeRangeStatus] | None = Field(
         default=None, max_length=8, description="The schedule tried, when Auto applied one."
     )
+    to_adaptivity: Adaptivity | None = Field(
+        default=None, description="The engine-side mechanism tried, up to toK drafts, when Auto applied one."
+    )
     result: Literal["Trying", "Promoted", "Reverted"] = Field(
-        description="Trying: on a canary; Promoted: it serves; Reverted: slower or failing, the K before is back."
+        description="Trying: on a canary; Promoted: it serves; Reverted: slower or failing (an engine-side "
+        "mechanism: less than minGainPercent faster), what served before is back."
     )
     message: str = Field(default="", max_length=1024, description="Why, with the figures.")
     time: str = Field(max_length=64, description="When it was applied (RFC 3339).")
@@ -281,6 +296,16 @@ class TuningStatus(Section):
         default=None,
         max_length=8,
         description="The schedule as rendered, when one serves: then the K in force depends on the batch size.",
+    )
+    tuned_adaptivity: Adaptivity | None = Field(
+        default=None,
+        description="The engine-side mechanism Auto tried and kept, while it serves: Auto then holds K and takes "
+        "no profiles, since the engine chooses the drafts each request verifies.",
+    )
+    adaptivity_candidate: Adaptivity | None = Field(
+        default=None,
+        description="The engine-side mechanism Auto tries on a canary once K has settled (tryEngineAdaptivity): "
+        "the method runs it and the spec passes every rule with it on.",
     )
     profiles: list[TuningProfile] | None = Field(default=None, max_length=16, description="One per K measured.")
     recommendation: TuningRecommendation | None = Field(default=None, description="The current advice.")

@@ -31,6 +31,7 @@ from specinfer_operator.controller.writes import own_history
 from specinfer_operator.platform import metrics
 from specinfer_operator.platform.ownership import controlled_by
 from specinfer_operator.render import workload
+from specinfer_operator.tuning import adaptivity
 
 log = logging.getLogger(__name__)
 # Pod states that a configuration, not the cluster, is to blame for, once the kubelet has retried:
@@ -152,7 +153,9 @@ def _canary(
     floor = cr.spec.telemetry.min_mean_acceptance_length
     stable_figures = (previous.get("speculation") or {}).get("observed")
     cost = verdict.stable_cost(previous, good.get("family"))
-    said = verdict.judge(record, stable_figures, stable_size, healthy, settings, floor, action, cost)
+    said = verdict.judge(
+        record, stable_figures, stable_size, healthy, settings, floor, action, cost, _gain(cr, previous)
+    )
     acted = action if action in CANARY_ACTIONS else None
     judged = {
         **record,
@@ -179,6 +182,17 @@ def _canary(
         "time": ctx.now(),
     }
     return Arrangement(stable, None, rollback, None, said.reason, acted)
+
+
+def _gain(cr: SpeculativeInference, previous: dict[str, Any]) -> int | None:
+    """minGainPercent when the canary is an engine-side mechanism Auto is trying, which must be that much
+    faster to be kept; else None."""
+    change = (previous.get("tuning") or {}).get("lastChange") or {}
+    tuning = cr.spec.speculative.tuning
+    trying = change.get("result") == "Trying" and change.get("toAdaptivity")
+    if not trying or tuning is None or adaptivity.serving(cr.spec.speculative) != change["toAdaptivity"]:
+        return None
+    return tuning.min_gain_percent
 
 
 def restore(

@@ -17,6 +17,7 @@ from specinfer_operator.api.schema_limits import clamp
 from specinfer_operator.controller.health import Health, health
 from specinfer_operator.render import workload
 from specinfer_operator.tuning import auto
+from specinfer_operator.tuning.adaptivity import ENGINE_SIDE
 from specinfer_operator.tuning.applied import Schedule, as_ranges, from_ranges
 from specinfer_runtime.tokens import SCHEDULE_FIELD
 
@@ -57,6 +58,9 @@ class Desired:
     image: str = ""  # the runtime image of this configuration
     engine_versions: dict[str, str] | None = None  # its engine releases, as declared or as the policy states them
     schedule: Schedule = ()  # K by batch size, when one is rendered
+    adaptivity: str = ""  # what decides the drafts per request (tuning/adaptivity.py)
+    tuning_family: str = ""  # the family of the spec as written, which tuning measures (Auto may render more)
+    candidate: str = ""  # the engine-side mechanism Auto may try (status.tuning.adaptivityCandidate)
 
     def unit(self) -> str:
         """What a replica is, in status messages."""
@@ -65,6 +69,7 @@ class Desired:
 
 ROLLED_BACK = "RolledBack"
 SLOWER = "SpeedBelowStable"  # the verdict on a canary whose requests decoded slower at comparable load
+NOT_FASTER = "GainBelowMinimum"  # on a canary of an engine-side mechanism Auto tries: not minGainPercent faster
 CANARY, PROMOTING = "Canary", "Promoting"  # phases of a canary (canary.py), and the Ready reasons then
 
 
@@ -152,7 +157,7 @@ def compute(
     replicas = desired.replicas
     # Auto tuning's K measured slower on its canary: the K before serves, as it should; nothing is degraded.
     asked = desired  # what the spec (and Auto tuning) asks for, before the status turns to what serves
-    reverted = rollback is not None and desired.tuned and rollback["reason"] == SLOWER
+    reverted = rollback is not None and desired.tuned and rollback["reason"] in (SLOWER, NOT_FASTER)
     if in_canary and canary is not None and good is not None:
         desired = replace(serving_last_good(desired, good), replicas=int(canary["stableReplicas"]))
     elif rollback is not None and good is not None:
@@ -172,6 +177,7 @@ def compute(
         "numSpeculativeTokens": desired.num_speculative_tokens,
         **_schedule(desired),
         **({"captureSizes": desired.capture_sizes} if desired.capture_sizes else {}),
+        **({"adaptivity": desired.adaptivity} if desired.adaptivity else {}),
         **_engine(desired),
         **({"observed": measured} if measured is not None else {}),
     }
@@ -179,14 +185,18 @@ def compute(
     status["configHash"] = desired.config_hash
     status["selector"] = desired.selector
     tuned = asked.num_speculative_tokens if asked.tuned else None
+    # An engine-side mechanism serving in a configuration other than the family tuning measures: Auto's.
+    kept = desired.adaptivity in ENGINE_SIDE and desired.family != asked.tuning_family
     tuning = auto.carry(
         previous.get("tuning"),
         desired.tuning,
-        desired.family,
+        asked.tuning_family,
         desired.requested_k,
         desired.num_speculative_tokens,
         tuned,
         desired.schedule,
+        desired.adaptivity if kept else "",
+        asked.candidate,
     )
     if tuning is not None:
         status["tuning"] = tuning
@@ -240,6 +250,7 @@ def serving_last_good(desired: Desired, good: dict[str, Any]) -> Desired:
         method=good["method"],
         num_speculative_tokens=good["numSpeculativeTokens"],
         schedule=from_ranges(good.get(SCHEDULE_FIELD)),
+        adaptivity=good.get("adaptivity", ""),
         capture_sizes=good.get("captureSizes") or [],
         config_map=good["configMap"],
         family=good.get("family", ""),
@@ -285,6 +296,7 @@ def last_good(before: dict[str, Any] | None, desired: Desired, state: Health, no
         "numSpeculativeTokens": desired.num_speculative_tokens,
         **_schedule(desired),
         **({"captureSizes": desired.capture_sizes} if desired.capture_sizes else {}),
+        **({"adaptivity": desired.adaptivity} if desired.adaptivity else {}),
         **({"family": desired.family} if desired.family else {}),
         **_engine(desired),
         "time": now,

@@ -31,6 +31,8 @@ from specinfer_operator.render.children import (
     label_selector,
 )
 from specinfer_operator.render.workload import LEADER_WORKER_SET, LWS_API_VERSION, Kind, object_name
+from specinfer_operator.tuning import adaptivity, applied
+from specinfer_operator.tuning.applied import Effective
 
 GROUPS_RECHECK_SECONDS = 10
 POLICY_RECHECK_SECONDS = 10  # the tenant policy is read again after this long: the platform team may change it
@@ -133,9 +135,11 @@ def desired_of(
     requested_k: int | None = None,
     tuned: bool = False,
     default_versions: EngineVersions | None = None,
+    chosen: Effective | None = None,
 ) -> Desired:
     """What `cr` asks for; `requested_k` is the spec's K when `cr` carries a tuned one (`tuned`, Auto).
-    `default_versions`: the default image's engine releases (the tenant policy's), for a spec without one."""
+    `default_versions`: the default image's engine releases (the tenant policy's), for a spec without one.
+    `chosen`: how tuning resolved it (applied.resolve), for the family it measures and what Auto may try."""
     engine = cr.spec.engine()
     name, namespace = cr.metadata.name, cr.metadata.namespace or "default"
     tuning = cr.spec.speculative.tuning
@@ -152,16 +156,16 @@ def desired_of(
         selector=label_selector(selector_labels(name)),
         config_map=engine_config_map_name(name, config_hash(cr, defaults)),
         family=family_hash(cr, defaults),
+        tuning_family=chosen.family if chosen is not None else family_hash(cr, defaults),
+        candidate=chosen.candidate if chosen is not None else "",
+        adaptivity=adaptivity.serving(engine.speculative),
         requested_k=engine.effective_k() if requested_k is None else requested_k,
         tuning=tuning.mode if tuning is not None else "Off",
         tuned=tuned,
         group_size=engine.parallelism.group_size(),
         image=cr.spec.runtime.image or defaults.runtime_image,
         engine_versions=versions.dump() if versions is not None else None,
-        schedule=tuple(
-            (r.min_batch_size, r.max_batch_size, r.num_speculative_tokens)
-            for r in engine.speculative.num_speculative_tokens_per_batch_size or []
-        ),
+        schedule=applied.schedule_of(engine.speculative),
     )
 
 

@@ -16,7 +16,8 @@ window to the next. Every new canary measurement (a new status.rollout.canary.ob
 tokens on both sides adds one comparison to the record; the verdict takes the median ratio of the last
 canary.minComparisons, so one noisy window does not decide either way. A canary whose acceptance collapsed
 below telemetry.minMeanAcceptanceLength and whose requests do not decode faster is rolled back at once, with
-that reason.
+that reason. An engine-side mechanism Auto tries (tuning/adaptivity.py) must do better than not be slower:
+it is kept only when its requests decode at least minGainPercent faster, since what it replaces was measured.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from specinfer_operator.api.rollout import CanarySettings
-from specinfer_operator.controller.conditions import CANARY, SLOWER
+from specinfer_operator.controller.conditions import CANARY, NOT_FASTER, SLOWER
 from specinfer_operator.tuning.auto import profile_of
 from specinfer_operator.tuning.recommendation import BATCH_SPREAD, Cost, fit
 
@@ -146,10 +147,12 @@ def judge(
     floor: float,
     action: str | None,
     cost: tuple[Cost, int] | None = None,
+    min_gain: int | None = None,
 ) -> Verdict:
     """The canary's verdict from its figures (record.observed), the stable ones, its pods' health, a person's
     `action` and the fitted step cost of the stable configuration (normalising load); `floor`
-    (telemetry.minMeanAcceptanceLength) is what a collapse of acceptance means."""
+    (telemetry.minMeanAcceptanceLength) is what a collapse of acceptance means; `min_gain` the percent an
+    engine-side mechanism Auto tries must be faster by."""
     if action == "promote":
         return Verdict("promote", "PromotedByHand", "promoted by hand (annotation specinfer.io/canary=promote)")
     if action == "abort":
@@ -192,6 +195,12 @@ def judge(
         return Verdict(
             "wait", CANARY, f"compared {len(counted)}/{settings.min_comparisons} times: {compared}", comparisons
         )
+    if min_gain is not None:
+        if ratio < 1 + min_gain / 100:
+            return Verdict(
+                "rollback", NOT_FASTER, f"{compared}: less than minGainPercent {min_gain}% faster", comparisons
+            )
+        return Verdict("promote", "Promoted", f"{compared}: at least {min_gain}% faster", comparisons)
     drop = settings.max_speed_drop_percent
     if ratio < 1 - drop / 100:
         return Verdict("rollback", SLOWER, f"{compared}: more than {drop}% slower", comparisons)

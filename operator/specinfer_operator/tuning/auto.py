@@ -7,7 +7,10 @@ tuning.recommend's over those profiles, written when it changes materially, with
 the resource is Ready with no canary or rollback under way and minIntervalSeconds have passed since the
 last change, the K to measure next or the recommended K (when it promises minGainPercent) is applied
 through applied.py's annotation, and the canary that follows decides: promoted, or reverted when slower
-(status.rollout.rolledBack) or failing, in which case the K before is put back.
+(status.rollout.rolledBack) or failing, in which case the K before is put back. Once K has settled (the
+recommendation keeps it), the engine-side mechanism the resource offers (status.tuning.adaptivityCandidate,
+tuning/adaptivity.py) is tried the same way; while it serves, Auto holds and profiles are not taken, since
+the engine chooses how many drafts each request verifies.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 from specinfer_operator.api.timestamps import age
 from specinfer_operator.measure.window import Figures
+from specinfer_operator.tuning.adaptivity import ENGINE_SIDE
 from specinfer_operator.tuning.applied import Schedule, Setting, as_ranges, from_ranges, in_force
 from specinfer_operator.tuning.recommendation import Bounds, Profile, Recommendation, band, recommend
 from specinfer_runtime.tokens import ASCEND_MAX_SPECULATIVE_TOKENS, SCHEDULE_FIELD
@@ -40,10 +44,13 @@ def carry(
     serving: int,
     tuned: int | None = None,
     schedule: Schedule = (),
+    adaptivity: str = "",
+    candidate: str = "",
 ) -> dict[str, Any] | None:
     """status.tuning as reconcile writes it: what the spec asks, what Auto applied (`tuned`) and what serves
-    (K, and the `schedule` when one is rendered), with the evidence and the advice kept while the family
-    stays (a new family starts over); None with tuning off."""
+    (K, the `schedule` when one is rendered, the engine-side mechanism Auto applied: `adaptivity`), what
+    Auto may try next (`candidate`), with the evidence and the advice kept while the family stays (a new
+    family starts over); None with tuning off."""
     if mode == "Off":
         return None
     kept = previous if previous is not None and previous.get("family") == family else {}
@@ -54,6 +61,8 @@ def carry(
         **({"tunedNumSpeculativeTokens": tuned} if tuned is not None else {}),
         "effectiveNumSpeculativeTokens": serving,
         **({EFFECTIVE_SCHEDULE: as_ranges(schedule)} if schedule else {}),
+        **({"tunedAdaptivity": adaptivity} if adaptivity else {}),
+        **({"adaptivityCandidate": candidate} if candidate else {}),
         **{k: kept[k] for k in ("profiles", "recommendation", "lastChange") if k in kept},
     }
 
@@ -183,7 +192,7 @@ def _profiles(
 
 
 def _tried(change: dict[str, Any]) -> Setting:
-    return Setting(int(change["toK"]), from_ranges(change.get("toSchedule")))
+    return Setting(int(change["toK"]), from_ranges(change.get("toSchedule")), str(change.get("toAdaptivity") or ""))
 
 
 def _resolve(
@@ -212,14 +221,32 @@ def _resolve(
 
 
 def _change(before: Setting, after: Setting) -> dict[str, Any]:
-    return {"fromK": before.k, "toK": after.k, **({"toSchedule": after.ranges()} if after.schedule else {})}
+    return {
+        "fromK": before.k,
+        "toK": after.k,
+        **({"toSchedule": after.ranges()} if after.schedule else {}),
+        **({"toAdaptivity": after.adaptivity} if after.adaptivity else {}),
+    }
+
+
+def _engine_side(tuning: dict[str, Any], serving: Setting) -> Setting | None:
+    """The engine-side mechanism to try once K has settled: a recommendation that keeps what serves, and a
+    candidate the resource offers; at the K that serves (a schedule's largest), as the most it may draft."""
+    candidate, found = tuning.get("adaptivityCandidate"), tuning.get("recommendation") or {}
+    if candidate not in ENGINE_SIDE or not found or "measureNext" in found:
+        return None
+    return Setting(serving.k, (), str(candidate))
 
 
 def _move(
     tuning: dict[str, Any], status: dict[str, Any], settings: TuningSettings, serving: Setting, now: str
 ) -> Setting | None:
-    """What Auto applies now, or None."""
+    """What Auto applies now, or None: nothing while an engine-side mechanism serves (the engine chooses)."""
+    if serving.adaptivity:
+        return None
     target = advised(tuning.get("recommendation") or {})
+    if target is None or target == serving:
+        target = _engine_side(tuning, serving)
     if target is None or target == serving:
         return None
     rollout = status.get("rollout") or {}
@@ -252,9 +279,15 @@ def update(
     tuning = status.get("tuning")
     if not tuning or tuning.get("mode") in (None, "Off"):
         return None
-    serving = Setting(int(tuning["effectiveNumSpeculativeTokens"]), from_ranges(tuning.get(EFFECTIVE_SCHEDULE)))
+    serving = Setting(
+        int(tuning["effectiveNumSpeculativeTokens"]),
+        from_ranges(tuning.get(EFFECTIVE_SCHEDULE)),
+        str(tuning.get("tunedAdaptivity") or ""),
+    )
     requested = int(tuning["requestedNumSpeculativeTokens"])
-    profiles, changed = _profiles(tuning, figures, settings.min_draft_tokens, now)
+    # Under an engine-side mechanism Auto applied, the per-position counts are of the drafts the engine chose
+    # to verify: not the profile of K.
+    profiles, changed = _profiles(tuning, [] if serving.adaptivity else figures, settings.min_draft_tokens, now)
     patch: dict[str, Any] = {}
     events: list[tuple[str, str, str]] = []
     if changed:
@@ -281,6 +314,11 @@ def update(
             apply = _move(tuning, status, settings, serving, now)
             if apply is not None:
                 why = (tuning.get("recommendation") or {}).get("message", "")
+                if apply.adaptivity:
+                    why = (
+                        f"K has settled; the engine's own adaptivity is kept only when requests decode at least "
+                        f"minGainPercent {settings.min_gain_percent}% faster"
+                    )
                 message = f"{serving.describe()} -> {apply.describe()} on a canary: {why}"
                 patch["lastChange"] = {**_change(serving, apply), "result": "Trying", "message": message, "time": now}
                 events.append(("Normal", "TuningChange", message))

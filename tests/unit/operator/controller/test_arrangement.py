@@ -34,6 +34,7 @@ def test_a_configuration_serving_everywhere_becomes_the_last_good_one() -> None:
             "method": "ngram",
             "numSpeculativeTokens": 4,
             "captureSizes": [4, 8, 12, 16],
+            "adaptivity": "StaticK",
             "family": GOOD.family,
             "image": GOOD.image,
             "time": NOW,
