@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from specinfer_operator.api.labels import INSTANCE_LABEL
 from specinfer_operator.api.rollout import CanarySettings
 from specinfer_operator.api.service import TelemetrySettings
-from specinfer_operator.controller.conditions import CANARY, MEASURED_CONDITION
+from specinfer_operator.controller.conditions import MEASURED_CONDITION
 from specinfer_operator.controller.refresh import Refreshes
 from specinfer_operator.measure.scrape import ScrapeError, scrape
 from specinfer_operator.measure.window import Counts, Failure, Figures, History, Sample, aggregate
@@ -41,7 +41,6 @@ from specinfer_operator.platform.ownership import Ownership
 from specinfer_operator.telemetry import observation
 from specinfer_operator.telemetry.targets import Key, ScrapeConfig, Target, Watched, target_of
 from specinfer_operator.tuning import applied, auto
-from specinfer_operator.tuning.applied import from_ranges
 from specinfer_operator.tuning.recommendation import MAX_SCHEDULE_BATCH
 from specinfer_runtime.tokens import SCHEDULE_FIELD
 from specinfer_runtime.tuning import TuningSettings
@@ -359,29 +358,15 @@ class Telemetry:
         namespace, name = key
         now, settings = self.now(), watched.tuning
         assert settings is not None
-
-        def measured(status: dict[str, Any]) -> list[auto.Measured]:
-            """The serving pods' figures with their K and schedule; the canary's, when it changes K alone, with
-            the schedule Auto is trying on it (if any)."""
-            speculation = status.get("speculation") or {}
-            serving = from_ranges(speculation.get(SCHEDULE_FIELD))
-            found = [(int(speculation.get("numSpeculativeTokens") or 0), serving, figures)]
-            record = (status.get("rollout") or {}).get("canary") or {}
-            tuning = status.get("tuning") or {}
-            change = tuning.get("lastChange") or {}
-            if trial is not None and record.get("phase") == CANARY and record.get("family") == tuning.get("family"):
-                tried = from_ranges(change.get("toSchedule")) if change.get("result") == "Trying" else ()
-                found.append((len(trial.counts.per_position), tried, trial))
-            return found
-
-        if auto.update(watched.status, settings, measured(watched.status), now, watched.max_batch) is None:
+        seen = observation.measured(watched.status, figures, trial)
+        if auto.update(watched.status, settings, seen, now, watched.max_batch) is None:
             return  # decided on the watched status: no read, no write
         with self.lock(namespace, name):
             body = self.kube.resource(namespace, name)
             if body is None:
                 return
             status = body.get("status") or {}
-            change = auto.update(status, settings, measured(status), now, watched.max_batch)
+            change = auto.update(status, settings, observation.measured(status, figures, trial), now, watched.max_batch)
             if change is None:
                 return
             if change.apply is not None:  # reconciles the resource: it renders this K, through a canary

@@ -12,9 +12,12 @@ from typing import Any
 
 from specinfer_operator.api.service import TelemetrySettings
 from specinfer_operator.api.timestamps import age
+from specinfer_operator.controller.conditions import CANARY, condition
 from specinfer_operator.controller.conditions import MEASURED_CONDITION as LOW_ACCEPTANCE
-from specinfer_operator.controller.conditions import condition
 from specinfer_operator.measure.window import Figures
+from specinfer_operator.tuning import auto
+from specinfer_operator.tuning.applied import from_ranges
+from specinfer_runtime.tokens import SCHEDULE_FIELD
 
 RATE_TOLERANCE = 0.01  # acceptance rate and per-position rates, absolute
 LENGTH_TOLERANCE = 0.02  # mean acceptance length, tokens per step
@@ -196,3 +199,17 @@ def canary_update(
     if before is not None and not _nearer(before, after, need, True) and not stale and not moved(before, after):
         return None
     return {"rollout": {"canary": {"observed": {**dict.fromkeys(written), **after}}}}
+
+
+def measured(status: dict[str, Any], figures: Figures, trial: Figures | None) -> list[auto.Measured]:
+    """The serving pods' figures with their K and schedule; the canary's (`trial`), when it changes K alone
+    (its family is tuning's), with the schedule Auto is trying on it (if any)."""
+    speculation = status.get("speculation") or {}
+    found = [(int(speculation.get("numSpeculativeTokens") or 0), from_ranges(speculation.get(SCHEDULE_FIELD)), figures)]
+    record = (status.get("rollout") or {}).get("canary") or {}
+    tuning = status.get("tuning") or {}
+    change = tuning.get("lastChange") or {}
+    if trial is not None and record.get("phase") == CANARY and record.get("family") == tuning.get("family"):
+        tried = from_ranges(change.get("toSchedule")) if change.get("result") == "Trying" else ()
+        found.append((len(trial.counts.per_position), tried, trial))
+    return found
