@@ -14,8 +14,10 @@
 #
 # Usage: hack/build-binaries.sh [--force] [name...]
 #   names: kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok helm lws healthcheck
-#          servicemonitor-crd (prometheus-operator's ServiceMonitor CRD, for validating the chart)
-#   lws also copies its CRDs to ${SPECINFER_CACHE}/crds/lws-<version>/
+#          monitoring-crds (prometheus-operator's ServiceMonitor, PodMonitor and PrometheusRule CRDs, for
+#          validating the chart's monitors and rules)
+#          prometheus (prometheus and promtool, both from github.com/prometheus/prometheus)
+#   lws also copies its CRDs to ${SPECINFER_CACHE}/crds/lws-<version>/; inferencepool-crd fetches the InferencePool CRD
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -261,6 +263,17 @@ build_others() {
     chmod u+w "${crds}.tmp"/*.yaml
     rm -rf "${crds}"; mv "${crds}.tmp" "${crds}"
     finish lws "${lv}" "${BIN}/.lws.tmp" "${t}"
+  fi
+
+  # ---- the InferencePool CRD, from the Gateway API Inference Extension module (spec.inferencePool's pools) ----
+  ip="${CACHE}/crds/inferencepools-${GATEWAY_API_INFERENCE_EXTENSION_VERSION}.yaml"
+  if wanted inferencepool-crd && [[ ${FORCE} -eq 1 || ! -s "${ip}" ]]; then
+    json="$(modjson sigs.k8s.io/gateway-api-inference-extension "${GATEWAY_API_INFERENCE_EXTENSION_VERSION}")"
+    mkdir -p "${CACHE}/crds"
+    cp "$(jfield Dir <<<"${json}")/config/crd/bases/inference.networking.k8s.io_inferencepools.yaml" "${ip}.tmp"
+    chmod u+w "${ip}.tmp"
+    mv -f "${ip}.tmp" "${ip}"
+    log "inferencepool-crd ${GATEWAY_API_INFERENCE_EXTENSION_VERSION}: ${ip}"
   fi
 
   # ---- healthcheck (hack/tools/healthcheck: Argo CD Lua and kstatus health, for the GitOps tests) ----

@@ -18,7 +18,8 @@ from specinfer_operator.render import children
 from tests.e2e.conftest import ROOT, Operator
 from tests.e2e.test_canary import deployments
 from tests.e2e.test_groups import group
-from tests.e2e.test_operator import apply, condition, resource, spec, wait_ready
+from tests.e2e.test_inference_pool import install, pool_of, pooled, with_pool
+from tests.e2e.test_operator import apply, condition, resource, spec, wait_ready, wait_resource
 from tests.support.builders import cr
 
 CHART = ROOT / "charts" / "specinfer-operator"
@@ -207,6 +208,25 @@ def test_leaderworkerset_rbac_only_when_enabled(cluster: Cluster, namespace: str
     assert flag(enabled) == "true"
 
 
+def test_inferencepool_rbac_wherever_the_operator_reconciles(cluster: Cluster, namespace: str) -> None:
+    """spec.inferencePool's verbs, cluster-wide or in each watched namespace; nothing on its other kinds."""
+
+    def grants(values: list[str]) -> set[tuple[str, str, str, tuple[str, ...]]]:
+        return {
+            (obj["kind"], obj["metadata"].get("namespace", ""), resource, tuple(rule["verbs"]))
+            for obj in render(cluster, namespace, values)
+            if obj["kind"] in ("Role", "ClusterRole")
+            for rule in obj.get("rules", [])
+            if "inference.networking.k8s.io" in rule["apiGroups"]
+            for resource in rule["resources"]
+        }
+
+    verbs = ("get", "create", "patch", "delete")
+    assert grants([]) == {("ClusterRole", "", "inferencepools", verbs)}
+    watched = grants(["--set", "watchNamespaces={team-a,team-b}"])
+    assert watched == {("Role", team, "inferencepools", verbs) for team in ("team-a", "team-b")}
+
+
 def token_kubeconfig(cluster: Cluster, namespace: str, service_account: str, path: Path) -> Path:
     """A kubeconfig that authenticates as the ServiceAccount, with a token from the TokenRequest API."""
     token = cluster.kubectl("create", "token", service_account, "-n", namespace, "--duration=1h").stdout.strip()
@@ -264,9 +284,10 @@ def test_helm_install_and_the_operator_with_the_charts_identity(
         process.start()
         try:
             # Everything the operator does for a resource, under the chart's RBAC: create, roll out, prune.
-            apply(cluster, namespace, "rbac", spec(k=3, replicas=1))
+            apply(cluster, namespace, "rbac", with_pool(spec(k=3, replicas=1)))
             obj = wait_ready(cluster, namespace, "rbac")
             assert obj["status"]["ready"] == "1/1"
+            wait_resource(cluster, namespace, "rbac", "InferencePool=True", pooled)
             first_config = f"rbac-engine-{obj['status']['configHash']}"
             assert cluster.kubectl("get", "configmap", "-n", namespace, first_config).returncode == 0
             for k in range(4, 9):  # past the Deployment's revisionHistoryLimit of 3

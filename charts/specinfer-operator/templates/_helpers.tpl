@@ -71,6 +71,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   resources: ["poddisruptionbudgets"]
   # spec.disruptionBudget: applied like the other children, deleted when the spec drops it.
   verbs: ["get", "create", "patch", "delete"]
+- apiGroups: ["inference.networking.k8s.io"]
+  resources: ["inferencepools"]
+  # spec.inferencePool (Gateway API Inference Extension): applied like the other children (not watched), deleted
+  # when the spec drops it. Without the extension's CRD the rule grants nothing and such resources say so.
+  verbs: ["get", "create", "patch", "delete"]
 {{- if .Values.leaderWorkerSet.enabled }}
 - apiGroups: ["leaderworkerset.x-k8s.io"]
   resources: ["leaderworkersets"]

@@ -16,7 +16,7 @@ from specinfer_operator.api.metadata import ObjectMeta
 from specinfer_operator.api.overlay import POD_TEMPLATE_KEY_MAPS, PodTemplate
 from specinfer_operator.api.placement import PLACEMENT_LABEL_MAPS, PlacementSettings
 from specinfer_operator.api.rollout import DisruptionBudget, RolloutSettings
-from specinfer_operator.api.service import ServiceSettings, TelemetrySettings
+from specinfer_operator.api.service import InferencePoolSettings, ServiceSettings, TelemetrySettings
 from specinfer_operator.api.status import SpeculativeInferenceStatus
 from specinfer_runtime import passthrough
 from specinfer_runtime.base import Section, section_field
@@ -64,6 +64,12 @@ class SpeculativeInferenceSpec(EngineSpec):
     )
     disruption_budget: DisruptionBudget | None = Field(
         default=None, description="A PodDisruptionBudget over the engine pods; none when unset."
+    )
+    inference_pool: InferencePoolSettings | None = Field(
+        default=None,
+        description="An InferencePool named like this resource (Gateway API Inference Extension) over its serving "
+        "pods, stable and canary, on the engine port; none when unset, `inferencePool: {}` takes every default. "
+        "Without the extension's CRD the engines serve through the Service and the InferencePool condition says so.",
     )
 
     cel_rules: ClassVar[tuple[Rule, ...]] = (

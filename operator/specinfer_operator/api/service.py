@@ -1,4 +1,5 @@
-"""How the engines are reached: the Service in front of them, and the operator's scrape of their /metrics."""
+"""How the engines are reached: the Service in front of them, the InferencePool a Gateway routes to, and the
+operator's scrape of their /metrics."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from specinfer_operator.api.placement import AnnotationMap
-from specinfer_runtime.base import Section
+from specinfer_runtime.base import Section, section_field
 from specinfer_runtime.celrules import Rule
+from specinfer_runtime.names import DNS_SUBDOMAIN
 
 
 class ServiceSettings(Section):
@@ -21,6 +23,67 @@ class ServiceSettings(Section):
         max_length=32,
         description="Annotations of the Service, e.g. a cloud load balancer's settings.",
     )
+
+
+# The Gateway API Inference Extension's pool (sigs.k8s.io/gateway-api-inference-extension v1.0 and later).
+INFERENCE_POOL_API_VERSION = "inference.networking.k8s.io/v1"
+INFERENCE_POOL_KIND = "InferencePool"
+INFERENCE_POOL_PLURAL = "inferencepools"
+# The Endpoint Picker as the Inference Extension's inferencepool Helm chart installs it for a release: a
+# Service `<release>-epp` on the ext-proc port.
+EPP_SUFFIX = "-epp"
+EPP_PORT = 9002
+
+
+class EndpointPickerRef(Section):
+    """The Endpoint Picker extension (EPP) a Gateway asks which pod of the pool serves each request; its
+    fields are the InferencePool's endpointPickerRef, held to the same formats."""
+
+    name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=253,
+        pattern=DNS_SUBDOMAIN,
+        description=f"The EPP object, in this namespace; `<metadata.name>{EPP_SUFFIX}` when unset, the name the "
+        "Inference Extension's inferencepool Helm chart gives the EPP of a release named like this resource.",
+    )
+    kind: str = Field(
+        default="Service",
+        min_length=1,
+        max_length=63,
+        pattern=r"^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+        description="Its kind; Gateways do not support ExternalName Services.",
+    )
+    group: str = Field(
+        default="",
+        max_length=253,
+        pattern=rf"^$|{DNS_SUBDOMAIN}",
+        description='Its API group; "" is the core group (a Service).',
+    )
+    port: int = Field(
+        default=EPP_PORT,
+        ge=1,
+        le=65535,
+        description=f"Its port: a Service's port, not its target port; {EPP_PORT} is the EPP's ext-proc port.",
+    )
+    failure_mode: Literal["FailOpen", "FailClose"] = Field(
+        default="FailClose",
+        description="When the EPP does not answer: FailClose fails the request, FailOpen lets the Gateway "
+        "send it to a pod of its own choosing.",
+    )
+
+    def name_for(self, resource: str) -> str:
+        """The EPP's name for the SpeculativeInference `resource`."""
+        return self.name or f"{resource}{EPP_SUFFIX}"
+
+
+class InferencePoolSettings(Section):
+    """An InferencePool (Gateway API Inference Extension, inference.networking.k8s.io/v1) named like this
+    resource: its serving pods, stable and canary, on the engine port, as the backend of a Gateway's HTTPRoute,
+    the Endpoint Picker choosing the pod of each request. Needs the extension's CRD; without it the engines
+    serve through the Service alone and the InferencePool condition says what to install."""
+
+    endpoint_picker_ref: EndpointPickerRef = section_field(EndpointPickerRef, "The Endpoint Picker of the pool.")
 
 
 class TelemetrySettings(Section):

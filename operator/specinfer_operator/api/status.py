@@ -18,8 +18,8 @@ class Condition(Section):
 
     type: str = Field(
         max_length=64,
-        description="Ready, Progressing, Degraded, ConfigValid, LowAcceptance, and the kstatus mirrors "
-        "Reconciling and Stalled.",
+        description="Ready, Progressing, Degraded, ConfigValid, LowAcceptance, InferencePool, and the kstatus "
+        "mirrors Reconciling and Stalled.",
     )
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
     reason: str = Field(default="", max_length=128, description="CamelCase reason.")
@@ -312,6 +312,12 @@ class TuningStatus(Section):
     last_change: TuningChange | None = Field(default=None, description="Auto's last change of K.")
 
 
+class InferencePoolStatus(Section):
+    """The InferencePool of spec.inferencePool, present while the operator has it applied as the spec asks."""
+
+    name: str = Field(max_length=253, description="The InferencePool (inference.networking.k8s.io/v1).")
+
+
 class SpeculativeInferenceStatus(Section):
     """Observed state, written by the operator."""
 
@@ -320,7 +326,8 @@ class SpeculativeInferenceStatus(Section):
         "type",
         16,
         "Ready, Progressing, Degraded, ConfigValid; Reconciling and Stalled mirror Progressing and "
-        "Degraded for kstatus (Flux); LowAcceptance once the engines have drafted enough to judge.",
+        "Degraded for kstatus (Flux); LowAcceptance once the engines have drafted enough to judge; "
+        "InferencePool with spec.inferencePool (True: applied; False: why not, e.g. CRDMissing).",
     )
     replicas: int | None = Field(default=None, description="Pods of the current Deployment.")
     ready_replicas: int | None = Field(default=None, description="Pods that are Ready.")
@@ -333,4 +340,7 @@ class SpeculativeInferenceStatus(Section):
     tuning: TuningStatus | None = Field(default=None, description="K tuning, with spec.speculative.tuning.")
     selector: str | None = Field(
         default=None, max_length=1024, description="Label selector of the pods, for the scale subresource."
+    )
+    inference_pool: InferencePoolStatus | None = Field(
+        default=None, description="The InferencePool of spec.inferencePool, once applied."
     )

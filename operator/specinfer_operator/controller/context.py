@@ -18,6 +18,7 @@ from specinfer_operator.api.engine import EngineVersions
 from specinfer_operator.api.labels import selector_labels
 from specinfer_operator.api.policy import POLICY_PLURAL, SpeculativeInferencePolicy, TenantPolicySpec
 from specinfer_operator.api.resource import GROUP, VERSION, SpeculativeInference
+from specinfer_operator.api.service import INFERENCE_POOL_API_VERSION, INFERENCE_POOL_PLURAL
 from specinfer_operator.api.timestamps import utc_now
 from specinfer_operator.controller.conditions import Desired, Observed
 from specinfer_operator.controller.writes import Owned
@@ -34,7 +35,7 @@ from specinfer_operator.render.workload import LEADER_WORKER_SET, LWS_API_VERSIO
 from specinfer_operator.tuning import adaptivity, applied
 from specinfer_operator.tuning.applied import Effective
 
-GROUPS_RECHECK_SECONDS = 10
+SERVED_RECHECK_SECONDS = 10
 POLICY_RECHECK_SECONDS = 10  # the tenant policy is read again after this long: the platform team may change it
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,9 @@ class Context:
     pods: Mapping[tuple[str, str], Iterable[dict[str, Any]]] | None = None
     # Whether this operator may run engines over several nodes (its RBAC covers LeaderWorkerSets).
     groups_enabled: bool = True
-    _groups_served: tuple[bool, float] | None = None  # whether the API serves LeaderWorkerSets, and when asked
+    # Whether the API serves a kind of child whose CRD may come and go (LeaderWorkerSets, InferencePools), by
+    # (apiVersion, plural), and when it was asked.
+    _served: dict[tuple[str, str], tuple[bool, float]] = field(default_factory=dict)
     owned: Owned = field(init=False)  # writes to children, only where they are the resource's own
     ownership: Ownership = field(init=False)  # which resource made a pod, by its controller chain
     # The SpeculativeInferencePolicy to enforce (--tenant-policy); its built-in defaults without one.
@@ -95,17 +98,24 @@ class Context:
             self._policy = (found, time.monotonic())
         return found
 
-    def groups_served(self) -> bool:
-        """Whether the API server serves LeaderWorkerSets: asked again after a while, since it may be
-        installed or removed at any time."""
+    def serves(self, api_version: str, plural: str) -> bool:
+        """Whether the API server serves `plural` in `api_version`: asked again after a while, since its CRD
+        may be installed or removed at any time; one discovery request shared by every resource."""
+        key = (api_version, plural)
         with self._guard:
-            known = self._groups_served
-        if known is not None and time.monotonic() - known[1] < GROUPS_RECHECK_SECONDS:
+            known = self._served.get(key)
+        if known is not None and time.monotonic() - known[1] < SERVED_RECHECK_SECONDS:
             return known[0]
-        served = self.kube.serves(LEADER_WORKER_SET.api_version, LEADER_WORKER_SET.plural)
+        served = self.kube.serves(api_version, plural)
         with self._guard:
-            self._groups_served = (served, time.monotonic())
+            self._served[key] = (served, time.monotonic())
         return served
+
+    def groups_served(self) -> bool:
+        return self.serves(LEADER_WORKER_SET.api_version, LEADER_WORKER_SET.plural)
+
+    def pools_served(self) -> bool:
+        return self.serves(INFERENCE_POOL_API_VERSION, INFERENCE_POOL_PLURAL)
 
     def groups_problem(self) -> str | None:
         """Why this operator cannot run an engine over several nodes here, or None."""

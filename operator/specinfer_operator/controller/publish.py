@@ -8,6 +8,7 @@ from typing import Any
 from specinfer_operator.controller.arrangement import Arrangement
 from specinfer_operator.controller.conditions import Desired, Observed, Verdict, compute, transitions
 from specinfer_operator.controller.context import Context
+from specinfer_operator.controller.pool import POOL_CONDITION, PoolReport, fold
 from specinfer_operator.platform import metrics
 
 
@@ -37,7 +38,7 @@ def status_patch(previous: dict[str, Any], current: dict[str, Any]) -> dict[str,
 
 
 def _event_type(kind: str, status: bool) -> str:
-    bad = (kind == "Degraded" and status) or (kind == "ConfigValid" and not status)
+    bad = (kind == "Degraded" and status) or (kind in ("ConfigValid", POOL_CONDITION) and not status)
     return "Warning" if bad else "Normal"
 
 
@@ -48,13 +49,16 @@ def publish(
     desired: Desired | None,
     observed: Observed,
     arrangement: Arrangement | None = None,
+    pool: PoolReport | None = None,
 ) -> None:
     """Compute the status, write it only if it changed (and keep it in `body`, for a next publish), and
-    report transitions as events and metrics."""
+    report transitions as events and metrics. `pool`: how reconcile found the InferencePool (pool.py)."""
     meta = body["metadata"]
     previous = body.get("status") or {}
     rollback, record = (arrangement.rollback, arrangement.record) if arrangement else (None, None)
-    current = compute(meta.get("generation", 0), verdict, desired, observed, previous, ctx.now(), rollback, record)
+    now = ctx.now()
+    current = compute(meta.get("generation", 0), verdict, desired, observed, previous, now, rollback, record)
+    current = fold(current, pool, previous, now)
     patch = status_patch(previous, current)
     if patch is None:
         return

@@ -21,6 +21,7 @@ from specinfer_operator.api.engine import ENGINE_RULE
 from specinfer_operator.api.labels import selector_labels
 from specinfer_operator.api.policy import TenantPolicySpec
 from specinfer_operator.api.resource import SpeculativeInference
+from specinfer_operator.api.service import INFERENCE_POOL_API_VERSION, INFERENCE_POOL_KIND
 from specinfer_operator.controller.arrangement import arrange, carry_out, starts_rollout
 from specinfer_operator.controller.conditions import (
     APPLY_REJECTED,
@@ -33,12 +34,20 @@ from specinfer_operator.controller.conditions import (
     Verdict,
 )
 from specinfer_operator.controller.context import Context, desired_of, observe
+from specinfer_operator.controller.pool import (
+    APPLIED,
+    CRD_MISSING,
+    NOT_ASKED,
+    PoolReport,
+    applied_message,
+    missing_message,
+)
 from specinfer_operator.controller.publish import publish
 from specinfer_operator.controller.writes import Clash, Owned, own_history
 from specinfer_operator.platform import metrics
 from specinfer_operator.render import workload
 from specinfer_operator.render.admission import check
-from specinfer_operator.render.children import RenderDefaults, family_hash, label_selector, render
+from specinfer_operator.render.children import RenderDefaults, family_hash, is_pool, label_selector, render
 from specinfer_operator.tuning import applied
 
 log = logging.getLogger(__name__)
@@ -168,10 +177,24 @@ def apply_children(
     return applied, Refusal(APPLY_REJECTED, "; ".join(refused)) if refused else None
 
 
+def apply_pool(ctx: Context, pool: dict[str, Any], owner: str) -> PoolReport:
+    """Apply the InferencePool of the resource with uid `owner`, once its CRD is installed: how it went. Never
+    in the way of the other children, which are applied already."""
+    name = pool["metadata"]["name"]
+    if not ctx.pools_served():
+        return PoolReport(name, False, CRD_MISSING, missing_message())
+    applied, refused = apply_children(ctx.owned, [pool], ctx.appliers, False, owner)
+    if refused is not None:
+        return PoolReport(name, False, refused.reason, refused.message)
+    return PoolReport(name, True, APPLIED, applied_message(applied[0]))
+
+
 def _reconcile(body: dict[str, Any], ctx: Context, nodes: list[dict[str, Any]], namespace: str, name: str) -> str:
     meta = body["metadata"]
     verdict, cr, desired = verdict_of(body, nodes, ctx.defaults, ctx.groups_problem, ctx.tenant_policy())
     children = render(cr, ctx.defaults) if desired is not None and cr is not None else []
+    pool = next((o for o in children if is_pool(o)), None)
+    children = [o for o in children if not is_pool(o)]
     previous = body.get("status") or {}
     arrangement, observed = None, None
     kind = workload.kind_of_spec(body.get("spec"))
@@ -194,6 +217,9 @@ def _reconcile(body: dict[str, Any], ctx: Context, nodes: list[dict[str, Any]], 
         applied, refused = apply_children(ctx.owned, children, ctx.appliers, False, owner)
     if refused is not None:
         verdict, desired = Verdict(False, refused.reason, refused.message, verdict.warnings), None
+    report = None  # the pool as it was: nothing rolled out
+    if desired is not None:
+        report = apply_pool(ctx, pool, owner) if pool is not None else NOT_ASKED
     deployments = [o for o in applied if workload.is_workload(o)]
     stable = workload.object_name(kind, name)
     deployment = next((o for o in deployments if o["metadata"]["name"] == stable), None)
@@ -209,7 +235,7 @@ def _reconcile(body: dict[str, Any], ctx: Context, nodes: list[dict[str, Any]], 
     seen = replace(observe(ctx, body, kind, deployment), canary=canary)
     if cr is not None and desired is not None:
         drop_unwanted(ctx.owned, body, previous, cr, kind, seen.pods)
-    publish(body, ctx, verdict, desired, seen, arrangement)
+    publish(body, ctx, verdict, desired, seen, arrangement, report)
     return "applied" if verdict.valid else "refused"
 
 
@@ -221,16 +247,19 @@ def drop_unwanted(
     kind: workload.Kind,
     pods: list[dict[str, Any]],
 ) -> None:
-    """Delete what a spec no longer asks for: the PodDisruptionBudget, and the workload of the other kind
-    (whose pods still run) when parallelism.nodes went from one to several or back: those pods are replaced
-    at once, not rolled. Only a spec change takes them away, so only a new generation costs the requests (a
-    missing one is no error). Only the resource's own are deleted (writes.py)."""
+    """Delete what a spec no longer asks for: the PodDisruptionBudget, the InferencePool (when the status says
+    one was applied: only then are its CRD and the operator's rights on it known to be there), and the
+    workload of the other kind (whose pods still run) when parallelism.nodes went from one to several or back:
+    those pods are replaced at once, not rolled. Only a spec change takes them away, so only a new generation
+    costs the requests (a missing one is no error). Only the resource's own are deleted (writes.py)."""
     meta = body["metadata"]
     namespace, name, owner = meta["namespace"], meta["name"], str(meta.get("uid") or "")
     if previous.get("observedGeneration") == meta.get("generation"):
         return
     if cr.spec.disruption_budget is None:
         owned.delete("policy/v1", "PodDisruptionBudget", namespace, name, owner)
+    if cr.spec.inference_pool is None and previous.get("inferencePool"):
+        owned.delete(INFERENCE_POOL_API_VERSION, INFERENCE_POOL_KIND, namespace, name, owner)
     other = next(k for k in workload.KINDS if k != kind)
     if any(workload.kind_of_pod(pod) == other for pod in pods):
         stable = workload.object_name(other, name)

@@ -12,6 +12,7 @@ from specinfer_operator.api.labels import CANARY_ACTION_ANNOTATION, CHILD_LABELS
 from specinfer_operator.api.resource import GROUP, PLURAL, VERSION
 from specinfer_operator.controller.conditions import GROUPS_MISSING, REFUSED
 from specinfer_operator.controller.context import Context
+from specinfer_operator.controller.pool import CRD_MISSING, POOL_CONDITION
 from specinfer_operator.controller.reconcile import reconcile
 from specinfer_operator.controller.refresh import Refreshes
 from specinfer_operator.platform import metrics
@@ -26,8 +27,8 @@ CONSISTENCY_SECONDS = 60
 # A refused child is retried this often: one dry run per refused resource, and the cause (a policy, a quota)
 # may go at any time.
 RETRY_SECONDS = 30
-# A group refused for want of LeaderWorkerSet, more often: the check is one discovery request, shared by every
-# resource (Context.groups_served).
+# A group refused for want of LeaderWorkerSet, and a pool for want of its CRD, more often: the check is one
+# discovery request, shared by every resource (Context.serves).
 GROUPS_RETRY_SECONDS = 10
 
 
@@ -101,19 +102,26 @@ def on_spec(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
     reconcile(dict(body), _context(memo, kwargs), [node for store in index.values() for node in store])
 
 
-def _refused(*reasons: str) -> Callable[..., bool]:
+def _refused(*reasons: str, kinds: tuple[str, ...] = ("ConfigValid",)) -> Callable[..., bool]:
+    """Whether a condition of one of `kinds` has one of `reasons` (each of them a refusal)."""
+
     def refused(status: kopf.Status, **_: Any) -> bool:
-        return any(
-            c.get("type") == "ConfigValid" and c.get("reason") in reasons for c in status.get("conditions") or []
-        )
+        return any(c.get("type") in kinds and c.get("reason") in reasons for c in status.get("conditions") or [])
 
     return refused
 
 
-@kopf.timer(GROUP, VERSION, PLURAL, interval=RETRY_SECONDS, initial_delay=RETRY_SECONDS, when=_refused(*REFUSED))
+@kopf.timer(
+    GROUP,
+    VERSION,
+    PLURAL,
+    interval=RETRY_SECONDS,
+    initial_delay=RETRY_SECONDS,
+    when=_refused(*REFUSED, kinds=("ConfigValid", POOL_CONDITION)),
+)
 def retry_rejected(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
-    """A child the API server refused may pass later (an admission policy or quota changed), and a name
-    another object holds may be freed: try again."""
+    """A child (or the InferencePool) the API server refused may pass later (an admission policy or quota
+    changed), and a name another object holds may be freed: try again."""
     on_spec(body=body, memo=memo, **kwargs)
 
 
@@ -128,6 +136,21 @@ def retry_rejected(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
 def retry_without_groups(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
     """LeaderWorkerSet may be installed at any time: then the group rolls out, without an edit of the spec."""
     on_spec(body=body, memo=memo, **kwargs)
+
+
+@kopf.timer(
+    GROUP,
+    VERSION,
+    PLURAL,
+    interval=GROUPS_RETRY_SECONDS,
+    initial_delay=GROUPS_RETRY_SECONDS,
+    when=_refused(CRD_MISSING, kinds=(POOL_CONDITION,)),
+)
+def retry_without_pools(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
+    """The InferencePool CRD may be installed at any time: then the pool is created, without an edit of the
+    spec. The resource is reconciled only once the API serves pools (asked once for every resource)."""
+    if _context(memo, kwargs).pools_served():
+        on_spec(body=body, memo=memo, **kwargs)
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL, optional=True)

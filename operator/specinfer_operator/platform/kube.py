@@ -12,6 +12,7 @@ from kubernetes.client.exceptions import ApiException
 from specinfer_operator.api.labels import MANAGER
 from specinfer_operator.api.resource import GROUP, PLURAL, VERSION
 from specinfer_operator.api.schema_limits import clamp
+from specinfer_operator.api.service import INFERENCE_POOL_KIND, INFERENCE_POOL_PLURAL
 
 _PLURALS = {
     "ConfigMap": "configmaps",
@@ -19,6 +20,7 @@ _PLURALS = {
     "Deployment": "deployments",
     "PodDisruptionBudget": "poddisruptionbudgets",
     "LeaderWorkerSet": "leaderworkersets",
+    INFERENCE_POOL_KIND: INFERENCE_POOL_PLURAL,
 }
 
 

@@ -15,9 +15,10 @@ from typing import Any
 
 from specinfer_operator.api.labels import CONFIG_HASH_ANNOTATION, labels, selector_labels
 from specinfer_operator.api.resource import API_VERSION, KIND, SpeculativeInference
+from specinfer_operator.api.service import INFERENCE_POOL_API_VERSION, INFERENCE_POOL_KIND
 from specinfer_operator.render import workload
 from specinfer_operator.render.pod import CONFIG_FILE, pod_template
-from specinfer_runtime.engine import EngineSpec
+from specinfer_runtime.engine import ENGINE_PORT, EngineSpec
 from specinfer_runtime.tokens import SCHEDULE_FIELD
 
 DEFAULT_RUNTIME_IMAGE = "ghcr.io/specinfer/specinfer-runtime:0.1.0"
@@ -185,9 +186,40 @@ def disruption_budget(cr: SpeculativeInference) -> dict[str, Any] | None:
     }
 
 
+def inference_pool(cr: SpeculativeInference) -> dict[str, Any] | None:
+    """The InferencePool of spec.inferencePool: the pods the Service reaches (stable and canary alike, the
+    leaders of groups) on the engine's own port, as the Gateway sends to pods directly."""
+    pool = cr.spec.inference_pool
+    if pool is None:
+        return None
+    name, picker = cr.metadata.name, pool.endpoint_picker_ref
+    return {
+        "apiVersion": INFERENCE_POOL_API_VERSION,
+        "kind": INFERENCE_POOL_KIND,
+        "metadata": _metadata(cr, name),
+        "spec": {
+            "selector": {"matchLabels": service_selector(cr)},
+            "targetPorts": [{"number": ENGINE_PORT}],
+            "appProtocol": "http",  # vLLM's OpenAI API is HTTP/1.1
+            "endpointPickerRef": {
+                "group": picker.group,
+                "kind": picker.kind,
+                "name": picker.name_for(name),
+                "port": {"number": picker.port},
+                "failureMode": picker.failure_mode,
+            },
+        },
+    }
+
+
+def is_pool(obj: dict[str, Any]) -> bool:
+    return obj.get("kind") == INFERENCE_POOL_KIND
+
+
 def render(cr: SpeculativeInference, defaults: RenderDefaults | None = None) -> list[dict[str, Any]]:
-    """All children, in apply order: the config first, so a new pod never waits for it."""
+    """All children, in apply order: the config first, so a new pod never waits for it; the InferencePool
+    last (reconcile applies it apart: it must never be in the way of the others)."""
     defaults = defaults or RenderDefaults()
     children = [engine_config_map(cr, defaults), engines(cr, defaults), service(cr)]
-    budget = disruption_budget(cr)
-    return children + ([budget] if budget is not None else [])
+    optional = (disruption_budget(cr), inference_pool(cr))
+    return children + [child for child in optional if child is not None]
