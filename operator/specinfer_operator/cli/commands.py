@@ -21,6 +21,7 @@ from specinfer_operator.api.engine import EngineVersions
 from specinfer_operator.api.policy import TenantPolicySpec
 from specinfer_operator.api.resource import SpeculativeInference
 from specinfer_operator.cli import tune
+from specinfer_operator.cli.builds import DEFAULT_TIMEOUT, BuildOptions, MissingToolError
 from specinfer_operator.cli.manifests import Document, Item, LoadFailure, Skipped, load, load_policy
 from specinfer_operator.cli.matrix import support_matrix
 from specinfer_operator.cli.yaml_documents import ManifestError
@@ -32,8 +33,21 @@ from specinfer_runtime.versions import RELEASE
 EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
 
 
-def _problem_dict(problem: Problem) -> dict[str, str]:
-    return {"path": problem.path, "message": problem.message, "rule": problem.rule}
+def _problem_dict(doc: Document, problem: Problem) -> dict[str, str]:
+    found = {"path": problem.path, "message": problem.message, "rule": problem.rule}
+    where = doc.where(problem)
+    return found | {"source": where[1]} if where else found
+
+
+def _line(doc: Document, problem: Problem, kind: str = "") -> str:
+    """`LABEL: field.path: message`, and for a built object the file to fix: `(set in overlays/prod/k.yaml)`."""
+    where = doc.where(problem)
+    return f"{doc.label}: {kind}{problem}" + (f" ({' '.join(where)})" if where else "")
+
+
+def _build_options(args: argparse.Namespace) -> BuildOptions:
+    """validate and render read repositories alike, so they build kustomizations and charts alike."""
+    return BuildOptions(tuple(args.values or ()), args.build_timeout)
 
 
 def _name(doc: Document) -> str | None:
@@ -93,7 +107,7 @@ def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except ManifestError as error:
         print(f"specinfer validate: --policy {error}", file=err)
         return EXIT_UNREADABLE
-    for item in load(args.paths):
+    for item in load(args.paths, _build_options(args)):
         if isinstance(item, LoadFailure):
             results.append({"file": item.source, "error": item.reason})
         elif isinstance(item, Skipped):
@@ -104,21 +118,23 @@ def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         report = check(doc.data, policy, _engine(args.engine_version))
         tally.invalid += not report.ok
         warnings = _warnings(doc, report)
+        built = {"built_with": doc.origin.tool, "from": doc.origin.file} if doc.origin else {}
         results.append(
             {
                 "file": doc.source,
                 "document": doc.index,
                 "name": _name(doc),
+                **built,
                 "valid": report.ok,
-                "errors": [_problem_dict(p) for p in report.errors],
-                "warnings": [_problem_dict(p) for p in warnings],
+                "errors": [_problem_dict(doc, p) for p in report.errors],
+                "warnings": [_problem_dict(doc, p) for p in warnings],
             }
         )
         if args.output == "text":
             for problem in report.errors:
-                print(f"{doc.label}: {problem}", file=out)
+                print(_line(doc, problem), file=out)
             for warning in warnings:
-                print(f"{doc.label}: warning: {warning}", file=err)
+                print(_line(doc, warning, "warning: "), file=err)
     if args.output == "json":
         json.dump(results, out, indent=2)
         out.write("\n")
@@ -148,15 +164,15 @@ def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     defaults = RenderDefaults(runtime_image=args.runtime_image, npu_resource_name=args.npu_resource_name)
     objects: list[dict[str, Any]] = []
     tally = Tally()
-    for item in load(args.paths):
+    for item in load(args.paths, _build_options(args)):
         doc = _tally(item, tally, err, args.verbose)
         if doc is None:
             continue
         report = check(doc.data)
         for problem in report.errors:
-            print(f"{doc.label}: {problem}", file=err)
+            print(_line(doc, problem), file=err)
         for warning in _warnings(doc, report):
-            print(f"{doc.label}: warning: {warning}", file=err)
+            print(_line(doc, warning, "warning: "), file=err)
         if report.value is None:
             tally.invalid += 1
             continue
@@ -191,6 +207,24 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_UNREADABLE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+def _build_arguments(command: argparse.ArgumentParser) -> None:
+    """The options of _build_options."""
+    command.add_argument(
+        "-f",
+        "--values",
+        action="append",
+        metavar="FILE",
+        help="a Helm values file for every chart rendered (helm template --values; repeat it, the last wins)",
+    )
+    command.add_argument(
+        "--build-timeout",
+        type=tune.within(float, 1, 3600),
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"how long one kubectl kustomize or helm template may take (default {DEFAULT_TIMEOUT:g})",
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     top = Parser(
         prog="specinfer",
@@ -203,9 +237,14 @@ def parser() -> argparse.ArgumentParser:
         "validate",
         help="check manifests the way the API server and the operator will",
         description="Exit 0 when every SpeculativeInference is valid (or there is none), 1 when any is invalid, "
-        "2 when a path cannot be read or is not YAML kubectl could read. Directories are searched for .yaml, .yml "
-        "and .json files, following symlinks; other kinds of objects, kustomize patches, Helm templates and "
-        "non-object documents are skipped.",
+        "2 when a path cannot be read, is not YAML kubectl could read, or does not build. Directories are searched "
+        "for .yaml, .yml and .json files, following symlinks. What Argo CD or Flux would apply is what is checked: a "
+        "directory with a kustomization.yaml is built with `kubectl kustomize` (kubectl from PATH or "
+        "SPECINFER_KUBECTL) and a Helm chart (Chart.yaml) rendered with `helm template` (helm from PATH or "
+        "SPECINFER_HELM, values from -f); their own files, and files a kustomization uses as patches, are not "
+        "checked alone. A problem in a built object names the directory built, the object, and the patch that set "
+        "the value (or the file the object came from, or its chart template). Other kinds of objects, JSON patches "
+        "and non-object documents are skipped. In CI, before merge: specinfer validate REPO/",
     )
     v.add_argument("paths", nargs="+", metavar="PATH", help="file, directory, or - for standard input")
     v.add_argument("-o", "--output", choices=("text", "json"), default="text")
@@ -226,6 +265,7 @@ def parser() -> argparse.ArgumentParser:
         "chart's runtimeEngineVersions state it: resources without spec.runtime.image whose features need later "
         "releases are invalid (docs/support-matrix.md); overrides the policy's defaultEngineVersions",
     )
+    _build_arguments(v)
     v.set_defaults(func=cmd_validate)
 
     r = sub.add_parser(
@@ -239,6 +279,7 @@ def parser() -> argparse.ArgumentParser:
         help="extended resource when spec.resources.npuResourceName is unset",
     )
     r.add_argument("-v", "--verbose", action="store_true", help="name each file or document skipped, and why")
+    _build_arguments(r)
     r.set_defaults(func=cmd_render)
 
     c = sub.add_parser("crd", help="print the CustomResourceDefinition generated from the API models")
@@ -273,6 +314,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     try:
         code: int = args.func(args, out, err)
         out.flush()
+    except MissingToolError as error:  # kubectl or helm, needed for a kustomization or a chart
+        print(f"specinfer {args.command}: {error}", file=err)
+        return EXIT_UNREADABLE
     except BrokenPipeError:
         # `specinfer render ... | head`: the reader went away. Point stdout at /dev/null so that the
         # interpreter's own flush at exit does not fail again, and say so once.

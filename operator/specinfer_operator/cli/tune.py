@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
-from specinfer_operator.cli.manifests import open_regular
+from specinfer_operator.cli.files import open_regular
 from specinfer_operator.cli.yaml_documents import ManifestError
 from specinfer_operator.measure.acceptance import MAX_POSITIONS
 from specinfer_operator.measure.scrape import LIMIT, Endpoint, ScrapeError, fetch, read
