@@ -94,14 +94,22 @@ def cluster() -> Iterator[Cluster]:
 
 @pytest.fixture(scope="session")
 def gitops_tools() -> dict[str, Path]:
-    """The healthcheck tool (Argo CD Lua, kstatus) and the ServiceMonitor CRD, built or fetched once into the cache."""
-    subprocess.run([str(ROOT / "hack" / "build-binaries.sh"), "healthcheck", "servicemonitor-crd"], check=True)
+    """The healthcheck tool (Argo CD Lua, kstatus), the prometheus-operator CRDs (a directory), Prometheus and
+    promtool, built or fetched once into the cache."""
+    build = [str(ROOT / "hack" / "build-binaries.sh"), "healthcheck", "monitoring-crds", "prometheus"]
+    subprocess.run(build, check=True)
     cache = Path(os.environ.get("SPECINFER_CACHE", Path.home() / ".cache" / "specinfer"))
     versions = dict(
         line.split("=", 1) for line in (ROOT / "hack" / "versions.env").read_text().splitlines() if "=" in line
     )
-    crd = cache / "crds" / f"servicemonitors-{versions['PROMETHEUS_OPERATOR_VERSION'].strip()}.yaml"
-    return {"healthcheck": cache / "bin" / "healthcheck", "servicemonitor-crd": crd}
+    binaries = cache / "bin"
+    crds = cache / "crds" / f"monitoring-{versions['PROMETHEUS_OPERATOR_VERSION'].strip()}"
+    return {
+        "healthcheck": binaries / "healthcheck",
+        "monitoring-crds": crds,
+        "prometheus": binaries / "prometheus",
+        "promtool": binaries / "promtool",
+    }
 
 
 @pytest.fixture

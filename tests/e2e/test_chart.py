@@ -30,13 +30,17 @@ MANIFEST = {"apiVersion": "specinfer.io/v1alpha1", "kind": "SpeculativeInference
 # Values sets the chart is rendered with; each must lint and pass the API server's validation.
 VARIANTS: dict[str, list[str]] = {
     "defaults": [],
-    "namespaced-with-servicemonitor": [
+    "namespaced-with-monitors": [
         "--set",
         "watchNamespaces={team-a,team-b}",
         "--set",
         "metrics.serviceMonitor.enabled=true",
         "--set",
         "metrics.serviceMonitor.labels.release=prometheus",
+        "--set",
+        "engineMetrics.podMonitor.enabled=true",
+        "--set",
+        "prometheusRule.enabled=true",
     ],
     "single-replica-minimal": [
         "--set",
@@ -106,15 +110,16 @@ def test_rendered_manifests_pass_the_api_servers_validation(
     cluster: Cluster, namespace: str, gitops_tools: dict[str, Path]
 ) -> None:
     """`kubectl apply --dry-run=server --validate=strict`: the API server's own schemas, unknown fields refused."""
-    cluster.kubectl("apply", "--server-side", "-f", str(gitops_tools["servicemonitor-crd"]))
-    cluster.kubectl("wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com")
+    cluster.kubectl("apply", "--server-side", "-f", str(gitops_tools["monitoring-crds"]))
+    for kind in ("servicemonitors", "podmonitors", "prometheusrules"):
+        cluster.kubectl("wait", "--for=condition=Established", f"crd/{kind}.monitoring.coreos.com")
     for other in ("team-a", "team-b"):
         cluster.kubectl("create", "namespace", other, check=False)
     for variant, values in VARIANTS.items():
         objects = render(cluster, namespace, values)
         kinds = sorted({o["kind"] for o in objects})
-        if variant == "namespaced-with-servicemonitor":
-            assert {"ServiceMonitor", "Role"} <= set(kinds)
+        if variant == "namespaced-with-monitors":
+            assert {"ServiceMonitor", "PodMonitor", "PrometheusRule", "Role"} <= set(kinds)
         if variant == "networkpolicy-and-dashboard":
             assert {"NetworkPolicy", "ConfigMap"} <= set(kinds)
         result = cluster.kubectl(
@@ -254,6 +259,7 @@ def test_helm_install_and_the_operator_with_the_charts_identity(
     cluster: Cluster, namespace: str, tmp_path: Path
 ) -> None:
     system = f"specinfer-{uuid.uuid4().hex[:6]}"
+    install(cluster)
     helm(
         cluster,
         "install",
@@ -294,6 +300,7 @@ def test_helm_install_and_the_operator_with_the_charts_identity(
                 apply(cluster, namespace, "rbac", spec(k=k, replicas=1))
                 obj = wait_ready(cluster, namespace, "rbac")
             assert obj["status"]["speculation"]["numSpeculativeTokens"] == 8
+            assert pool_of(cluster, namespace, "rbac") is None, "the pool the spec dropped is deleted"
             wait_until(
                 "the first engine ConfigMap to be pruned",
                 lambda: cluster.kubectl("get", "configmap", "-n", namespace, first_config, check=False).returncode,
@@ -344,3 +351,20 @@ def test_helm_install_and_the_operator_with_the_charts_identity(
         cluster.kubectl("delete", "namespace", system, "--wait=false", check=False)
     assert resource(cluster, namespace, "big")["metadata"]["name"] == "big", "uninstall must keep the resources"
     assert condition(resource(cluster, namespace, "big"), "Ready")["status"] == "True"
+
+
+def test_the_podmonitor_and_the_plain_scrape_job_label_engine_targets_alike(cluster: Cluster, namespace: str) -> None:
+    """scrape/engines.yaml is the PodMonitor for Prometheus without the prometheus-operator: the same pods, the
+    same target labels (tests/e2e/test_prometheus.py runs the job on a real Prometheus)."""
+    objects = render(cluster, namespace, VARIANTS["namespaced-with-monitors"])
+    (monitor,) = [o for o in objects if o["kind"] == "PodMonitor"]
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["team-a", "team-b"]}
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    job = yaml.safe_load((CHART / "scrape" / "engines.yaml").read_text())
+    selected, port, *relabelled = job["relabel_configs"]
+    assert selected["regex"] == ";".join(monitor["spec"]["selector"]["matchLabels"].values())
+    assert (port["regex"], endpoint["port"]) == ("http", "http")
+    fields = {"sourceLabels": "source_labels", "targetLabel": "target_label", "regex": "regex", "action": "action"}
+    snake = [{fields.get(k, k): v for k, v in rule.items()} for rule in endpoint["relabelings"]]
+    own = [r for r in relabelled if r.get("target_label") not in ("namespace", "pod")]  # the PodMonitor adds these
+    assert own == snake

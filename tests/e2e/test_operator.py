@@ -391,6 +391,7 @@ def test_operator_metrics(cluster: Cluster, namespace: str, operator: Operator) 
     assert 'specinfer_reconciles_total{result="applied"}' in text
     assert "specinfer_reconcile_duration_seconds_bucket" in text
     assert 'specinfer_resources{condition="Ready",status="True"}' in text
+    assert f'specinfer_resource_condition{{condition="Ready",name="counted",namespace="{namespace}"}} 1.0' in text
     assert "specinfer_rollouts_started_total" in text
 
 

@@ -1,7 +1,9 @@
-"""The chart's Grafana dashboard: valid JSON, and every query names a metric that exists.
+"""The chart's Grafana dashboard: valid JSON, every query names a metric that exists, and engine panels select
+pods by the labels the chart's scrapes give them.
 
 A renamed metric leaves a panel empty without any error in Grafana, so the names are checked here: specinfer_*
-against what the operator registers, vllm:* against a real /metrics of vLLM.
+against what the operator registers, vllm:* against a real /metrics of vLLM. That each query returns series
+is shown on a real Prometheus by the e2e suite (tests/e2e/test_prometheus.py).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ _RANGE = re.compile(r"\[[^\]]*\]")
 # Not inside a word, a number (1e3) or a Grafana variable ($name).
 _IDENTIFIER = re.compile(r"(?<![\w:.$])[A-Za-z_:][\w:]*")
 _KEYWORDS = {"and", "or", "unless", "bool", "offset", "group_left", "group_right", "inf", "nan"}
+PROMETHEUS_OWN = {"up"}  # series Prometheus writes for every target
 _LABEL_VALUES = re.compile(r"^\s*label_values\((?P<selector>.*),\s*\w+\s*\)\s*$")
 
 
@@ -147,7 +150,7 @@ def test_every_metric_in_the_dashboard_exists(dashboard: dict[str, Any]) -> None
     assert any(n.startswith("specinfer_") for n in names)
     assert any(n.startswith("vllm:") for n in names)
     unknown = set()
-    for name in names:
+    for name in names - PROMETHEUS_OWN:
         types = operator if name.startswith("specinfer_") else vllm if name.startswith("vllm:") else {}
         if family(name, types) is None:
             unknown.add(name)
@@ -158,3 +161,18 @@ def test_quantiles_read_histogram_buckets(dashboard: dict[str, Any]) -> None:
     for expr in expressions(dashboard):
         if "histogram_quantile" in expr:
             assert all(name.endswith("_bucket") for name in metric_names(expr)), expr
+
+
+def test_engine_panels_select_by_the_resources_labels_not_pod_names(dashboard: dict[str, Any]) -> None:
+    """Pod names differ between a Deployment's pods, a canary's and a LeaderWorkerSet group's; the labels of
+    the chart's scrapes (name, track, group) do not."""
+    engine = [e for e in expressions(dashboard) if "vllm:" in e or re.search(r"\bup\{", e)]
+    assert engine
+    for expr in engine:
+        assert "pod=~" not in expr, expr
+        assert "label_replace" not in expr, expr
+        for selector in _MATCHERS.findall(expr):
+            assert 'name=~"$name"' in selector, expr
+            assert 'namespace=~"$namespace"' in selector, expr
+    tracks = [e for e in engine if "track" in e]
+    assert len(tracks) == len(engine), "every engine panel keeps stable and canary apart"

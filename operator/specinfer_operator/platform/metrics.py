@@ -74,7 +74,8 @@ def forget(namespace: str, name: str) -> None:
 
 
 class ResourcesByCondition(Collector):
-    """`specinfer_resources{condition, status}`: how many resources are Ready, Degraded, ..."""
+    """`specinfer_resources{condition, status}`: how many resources are Ready, Degraded, ...; and each one's
+    `specinfer_resource_condition{namespace, name, condition}`."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         family = GaugeMetricFamily(
@@ -84,6 +85,15 @@ class ResourcesByCondition(Collector):
         for (kind, status), count in sorted(tally.items()):
             family.add_metric([kind, status], count)
         yield family
+        each = GaugeMetricFamily(
+            "specinfer_resource_condition",
+            "1 while the resource's condition is True, 0 while False or Unknown: alerts name the resource.",
+            labels=["namespace", "name", "condition"],
+        )
+        for (namespace, name), conditions in sorted(_CONDITIONS.items()):
+            for kind, status in sorted(conditions.items()):
+                each.add_metric([namespace, name, kind], 1 if status == "True" else 0)
+        yield each
 
 
 class AcceptanceByResource(Collector):

