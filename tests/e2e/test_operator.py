@@ -109,6 +109,7 @@ def test_create_runs_pods_on_fake_ascend_nodes_and_reports_ready(cluster: Cluste
         "method": "eagle3",
         "numSpeculativeTokens": 3,
         "captureSizes": [4, 8, 12, 16],
+        "adaptivity": "StaticK",
         "image": "registry.example.com/specinfer-runtime:test",  # the operator's --runtime-image
     }
     assert status["endpoint"] == f"http://llama.{namespace}.svc:8000"

@@ -24,7 +24,7 @@ def test_kubectl_get_prints_the_columns(cluster: Cluster, namespace: str) -> Non
     tuning = header.index("TUNING")
     assert {row[tuning : header.index("AGE")].strip() for row in rows} == {""}  # no tuning configured: no advice
     wide = cluster.kubectl("get", "specinf", "-n", namespace, "-o", "wide").stdout
-    assert wide.splitlines()[0].split()[-3:] == ["ACCEPT", "MEASURED", "VLLM-ASCEND"]
+    assert wide.splitlines()[0].split()[-4:] == ["ACCEPT", "MEASURED", "ADAPTIVITY", "VLLM-ASCEND"]
 
 
 def test_kubectl_explain_shows_the_descriptions(cluster: Cluster) -> None:
