@@ -14,6 +14,7 @@ import pytest
 from hack.engine import SKIP_REASON, checked, complete, engine_config, port_open, venv_variable
 from hack.tinymodel import TinyModels
 from specinfer_runtime.argv import vllm_argv
+from specinfer_runtime.launcher import LISTEN_ADDRESS_ENV, listening
 
 pytestmark = pytest.mark.skipif(venv_variable() is None, reason=SKIP_REASON)
 
@@ -34,6 +35,9 @@ def test_vllm_cpu_refuses_synthetic_sampling_at_the_first_verification(
     rendered = json.loads(argv[argv.index("--speculative-config") + 1])
     assert (rendered["rejection_sample_method"], rendered["synthetic_acceptance_length"]) == ("synthetic", 2.5)
     log = tmp_path / "serve.log"
+    # vLLM itself, without the launcher: bound to loopback as the launcher binds it here, not to every address,
+    # which collides with the engine port of the simulated pods the e2e suite serves beside this suite.
+    argv = listening(argv, engine_env[LISTEN_ADDRESS_ENV])
     with log.open("w") as out:
         process = subprocess.Popen(argv, env=engine_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
