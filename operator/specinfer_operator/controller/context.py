@@ -142,14 +142,12 @@ class Context:
 def desired_of(
     cr: SpeculativeInference,
     defaults: RenderDefaults,
-    requested_k: int | None = None,
-    tuned: bool = False,
     default_versions: EngineVersions | None = None,
     chosen: Effective | None = None,
 ) -> Desired:
-    """What `cr` asks for; `requested_k` is the spec's K when `cr` carries a tuned one (`tuned`, Auto).
-    `default_versions`: the default image's engine releases (the tenant policy's), for a spec without one.
-    `chosen`: how tuning resolved it (applied.resolve), for the family it measures and what Auto may try."""
+    """What `cr` asks for. `default_versions`: the default image's engine releases (the tenant policy's), for
+    a spec without one. `chosen`: how tuning resolved it (applied.resolve; `cr` is its resource): the spec's K
+    when `cr` carries a tuned one, the family tuning measures and what Auto may try."""
     engine = cr.spec.engine()
     name, namespace = cr.metadata.name, cr.metadata.namespace or "default"
     tuning = cr.spec.speculative.tuning
@@ -169,9 +167,9 @@ def desired_of(
         tuning_family=chosen.family if chosen is not None else family_hash(cr, defaults),
         candidate=chosen.candidate if chosen is not None else "",
         adaptivity=adaptivity.serving(engine.speculative),
-        requested_k=engine.effective_k() if requested_k is None else requested_k,
+        requested_k=chosen.requested_k if chosen is not None else engine.effective_k(),
         tuning=tuning.mode if tuning is not None else "Off",
-        tuned=tuned,
+        tuned=chosen is not None and chosen.tuned,
         group_size=engine.parallelism.group_size(),
         image=cr.spec.runtime.image or defaults.runtime_image,
         engine_versions=versions.dump() if versions is not None else None,

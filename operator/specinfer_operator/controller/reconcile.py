@@ -104,7 +104,7 @@ def verdict_of(
     cr = chosen.resource
     warnings = [str(p) for p in report.warnings] + ([chosen.warning] if chosen.warning else [])
     stated = policy.default_engine_versions if policy is not None else None
-    desired = desired_of(cr, defaults, chosen.requested_k, chosen.tuned, stated, chosen)
+    desired = desired_of(cr, defaults, stated, chosen)
     missing = groups() if desired.group_size > 1 else None
     if missing:
         return Verdict(False, GROUPS_MISSING, missing, warnings), cr, None

@@ -127,7 +127,7 @@ def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> N
     if chosen is None:
         return
     cr = chosen.resource
-    desired = desired_of(cr, ctx.defaults, chosen.requested_k, chosen.tuned, policy.default_engine_versions, chosen)
+    desired = desired_of(cr, ctx.defaults, policy.default_engine_versions, chosen)
     wanted = next(o for o in render(cr, ctx.defaults) if workload.is_workload(o))
     arrangement, seen = arrange(ctx, body, cr, desired, wanted, observed)
     observed = seen or observed

@@ -59,7 +59,7 @@ def test_an_annotated_mechanism_renders_in_another_family_and_tuning_keeps_measu
     assert (chosen.warning, chosen.tuned) == (None, True)
     assert chosen.resource.spec.speculative.dspark is not None
     assert chosen.resource.spec.speculative.dspark.adaptive_verification
-    desired = desired_of(chosen.resource, RenderDefaults(), chosen.requested_k, chosen.tuned, chosen=chosen)
+    desired = desired_of(chosen.resource, RenderDefaults(), chosen=chosen)
     plain = resolve(dspark("adaptive"))
     untuned = desired_of(plain.resource, RenderDefaults(), chosen=plain)
     assert (desired.adaptivity, untuned.adaptivity) == (ADAPTIVE, STATIC_K)
@@ -177,7 +177,7 @@ def test_the_status_says_which_mechanism_serves() -> None:
     assert first["tuning"]["adaptivityCandidate"] == ADAPTIVE
     assert "tunedAdaptivity" not in first["tuning"]
     tried = resolve(dspark("adaptive", adaptivity=ADAPTIVE))
-    desired = desired_of(tried.resource, RenderDefaults(), tried.requested_k, tried.tuned, chosen=tried)
+    desired = desired_of(tried.resource, RenderDefaults(), chosen=tried)
     serving = compute(3, Verdict(True), desired, Observed(deployment(desired.config_hash), []), first, LATER)
     assert serving["speculation"]["adaptivity"] == ADAPTIVE
     assert serving["tuning"]["tunedAdaptivity"] == ADAPTIVE

@@ -50,7 +50,7 @@ def test_auto_renders_the_annotated_k_and_the_spec_is_left_as_written() -> None:
     chosen = resolve(body(k=4, tuned=2))
     assert chosen.resource.spec.speculative.num_speculative_tokens == 2
     assert (chosen.requested_k, chosen.warning) == (4, None)
-    desired = desired_of(chosen.resource, RenderDefaults(), chosen.requested_k, chosen.tuned)
+    desired = desired_of(chosen.resource, RenderDefaults(), chosen=chosen)
     assert (desired.num_speculative_tokens, desired.requested_k, desired.tuned) == (2, 4, True)
     # Pinned to the spec's own K, it is still tuning's K: a slower canary of it is reverted, not a failure.
     same = resolve(body(k=4, tuned=4))
@@ -240,7 +240,7 @@ def test_status_tuning_keeps_its_evidence_within_a_family_only() -> None:
 def test_a_tuned_k_measured_slower_leaves_the_resource_ready() -> None:
     obj = body(k=4, tuned=2)
     chosen = resolve(obj)
-    desired = desired_of(chosen.resource, RenderDefaults(), chosen.requested_k, chosen.tuned)
+    desired = desired_of(chosen.resource, RenderDefaults(), chosen=chosen)
     good = desired_of(resolve(body(k=4)).resource, RenderDefaults())
     previous = compute(3, Verdict(True), good, Observed(deployment(good.config_hash), []), {}, NOW)
     rollback = {

@@ -36,7 +36,7 @@ def test_an_annotated_schedule_is_rendered_with_its_largest_k_in_the_same_family
     assert (chosen.warning, chosen.tuned) == (None, True)
     ranges = chosen.resource.spec.speculative.num_speculative_tokens_per_batch_size or []
     assert tuple((r.min_batch_size, r.max_batch_size, r.num_speculative_tokens) for r in ranges) == SCHEDULE
-    desired = desired_of(chosen.resource, RenderDefaults(), chosen.requested_k, chosen.tuned)
+    desired = desired_of(chosen.resource, RenderDefaults(), chosen=chosen)
     assert (desired.num_speculative_tokens, desired.schedule) == (4, SCHEDULE)
     assert desired.family == desired_of(resolve(body(k=4)).resource, RenderDefaults()).family
 
