@@ -112,7 +112,12 @@ def test_rendered_manifests_pass_the_api_servers_validation(
     """`kubectl apply --dry-run=server --validate=strict`: the API server's own schemas, unknown fields refused."""
     cluster.kubectl("apply", "--server-side", "-f", str(gitops_tools["monitoring-crds"]))
     for kind in ("servicemonitors", "podmonitors", "prometheusrules"):
-        cluster.kubectl("wait", "--for=condition=Established", f"crd/{kind}.monitoring.coreos.com")
+        # kubectl wait fails at once on a CRD whose status has no conditions yet: ask until it holds one.
+        crd = f"crd/{kind}.monitoring.coreos.com"
+        wait_until(
+            f"{crd} Established",
+            lambda crd=crd: cluster.kubectl("wait", "--for=condition=Established", crd, check=False).returncode == 0,
+        )
     for other in ("team-a", "team-b"):
         cluster.kubectl("create", "namespace", other, check=False)
     for variant, values in VARIANTS.items():
