@@ -27,6 +27,7 @@ from hack.tinymodel import TinyModels
 from specinfer_operator.render.admission import check
 from specinfer_runtime.argv import vllm_argv
 from specinfer_runtime.engine import EngineSpec
+from specinfer_runtime.launcher import LISTEN_ADDRESS_ENV
 from specinfer_runtime.validation import field_models
 from tests.support.casetable import Case, load_cases
 
@@ -200,6 +201,10 @@ def test_a_real_start_refuses_what_the_runner_refuses(
                 "float32",
                 "--speculative-config",
                 json.dumps(speculative),
+                # Loopback, as the launcher binds it here: every address would collide with the engine port of
+                # the simulated pods the e2e suite serves beside this suite.
+                "--host",
+                engine_env[LISTEN_ADDRESS_ENV],
             ],
             env={**engine_env, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"},
             stdout=out,
