@@ -36,6 +36,7 @@ from bench.decode_rate import decode_rate, load_batch
 from bench.profiles import (
     CASES,
     REPEATS,
+    STARVED,
     TOKENS,
     Case,
     Run,
@@ -163,7 +164,8 @@ def loads(sweep: Sweep, bounds: Bounds) -> float:
     client's count and each engine's batch. The worst regret."""
     runs, worst = sweep.runs, 0.0
     say(
-        "  decode tokens/s at the load's batch (the verdict), then what the client counted and each engine's batch\n"
+        "  decode tokens/s at the load's batch (the verdict); under it what the client counted, each engine's batch\n"
+        f"  and its rounds measured again because it served fewer than {STARVED:.0%} of the concurrent requests\n"
         "  load   batch "
         + " ".join(f"{label(k):>7}" for k in runs)
         + "   best   "
@@ -188,6 +190,7 @@ def loads(sweep: Sweep, bounds: Bounds) -> float:
         )
         say("   client      " + " ".join(f"{run[concurrency].tokens_per_second:7.0f}" for run in runs.values()))
         say("   batch       " + " ".join(f"{run[concurrency].profile.batch:7.1f}" for run in runs.values()))
+        say("   starved     " + " ".join(f"{run[concurrency].starved:7d}" for run in runs.values()))
     return worst
 
 
