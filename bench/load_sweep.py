@@ -135,9 +135,7 @@ def day(sweep: Sweep, start: int, bounds: Bounds) -> tuple[dict[int, int], Sched
     kept: dict[tuple[int, int], Profile] = {}  # (K, band): the newest profile, as status.tuning keeps them
     current, said, reached = start, [], {}
     for concurrency in CONCURRENCIES * 2:
-        here = band(runs[current][concurrency].profile.batch)
-        older = [p for (_, b), p in kept.items() if b != here]
-        current, steps, measured = tune(*sweep.at(concurrency), current, bounds, older)
+        current, steps, measured = tune(*sweep.at(concurrency), current, bounds, list(kept.values()))
         kept.update({(k, band(p.batch)): p for k, p in measured.items()})
         said.append(f"c={concurrency}: {label(current)}" + (f" ({', '.join(steps)})" if steps else ""))
         reached[concurrency] = current

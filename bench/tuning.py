@@ -42,7 +42,7 @@ from bench.profiles import (
 )
 from hack.engine import environment
 from hack.tinymodel import TinyModels
-from specinfer_operator.tuning.recommendation import Bounds, Profile, recommend
+from specinfer_operator.tuning.recommendation import Bounds, Profile, band, recommend
 
 KS = range(1, 9)
 CONCURRENCY = 1
@@ -84,12 +84,16 @@ def tune(
     """Where the recommendation gets from `start`, measuring only what it asks for (`run` measures a K at
     this load, or gives what it measured): the K, its steps and the profiles it measured. A move is kept
     only when `rate` (the benchmark's verdict figure at this load) is no lower at the new K. `older` are
-    profiles kept from other loads, which the recommendation weighs with these at this load's batch."""
+    profiles kept from earlier loads, which the recommendation weighs with these at this load's batch; one
+    of the same K and batch band as a profile measured here is replaced by it, as status.tuning keeps the
+    newest profile per K and band."""
     known = {start: run(start).profile}
     current, steps, rejected = start, [], set()
     for _ in range(20):
         batch = known[current].batch if older else None
-        found = recommend([*older, *known.values()], current, bounds, batch)
+        fresh = {(p.k, band(p.batch)) for p in known.values()}
+        kept = [p for p in older if (p.k, band(p.batch)) not in fresh]
+        found = recommend([*kept, *known.values()], current, bounds, batch)
         if found is None:
             break
         if found.explore is not None and found.explore not in known:
