@@ -136,6 +136,22 @@ def test_the_best_k_depends_on_the_batch_and_gives_a_schedule() -> None:
     assert ks == sorted(ks, reverse=True)  # smaller K as batches grow
 
 
+def test_a_schedule_never_holds_k0_even_where_the_engine_without_speculation_is_faster() -> None:
+    # Off measured faster than K=2 and K=4 at batch 16: the off engine is recommended there as a whole, but a
+    # schedule's K=0 range would be the drafting engine, which still pays a K=1 step for one token.
+    cost = Cost(0.004, 0.0001, 0.0002, 0.0004)
+    profiles = [profile(k, NGRAM[:4], cost, batch=n) for k in (2, 4) for n in (1.0, 16.0)]
+    off = Profile(0, 1000, 0.002, (), 16.0)
+    found = recommend([*profiles, off], 4, Bounds(max_k=4, off=True, max_batch=64), batch=16.0)
+    assert found is not None
+    assert found.k == 0
+    found = recommend([*profiles, off], 4, Bounds(max_k=4, off=True, max_batch=64), batch=1.0)
+    assert found is not None
+    assert found.k == 4
+    assert found.schedule
+    assert all(k >= 1 for _, _, k in found.schedule)
+
+
 def test_a_schedule_is_judged_band_by_band_on_what_each_band_measured() -> None:
     cost = Cost(0.004, 0.0001, 0.0002, 0.0002)  # per request: K=4 the faster at batch 1 and 4, K=2 at 16
     # Batch 16 measured at K=4 alone: the fit would prefer a smaller K there, but nothing there says so.
