@@ -50,6 +50,7 @@ from bench.profiles import (
     measure,
     models_for,
     say,
+    served,
 )
 from bench.tuning import tune
 from hack.engine import environment
@@ -87,7 +88,10 @@ class Sweep:
         for k, started in engines.items():
             self.rates[k], self.runs[k] = {}, {}
             for c in CONCURRENCIES:
-                figure, run = self.median([(self.figure(k, engine[c], c), engine[c]) for engine in started])
+                # An engine that starved at this load on every retry is judged only when all did: its profile
+                # (a batch of one or two) would tell the recommendation about another load.
+                runs = [engine[c] for engine in started if served(engine[c].profile, c)] or [e[c] for e in started]
+                figure, run = self.median([(self.figure(k, run, c), run) for run in runs])
                 self.rates[k][c], self.runs[k][c] = figure, run
 
     @staticmethod

@@ -114,6 +114,11 @@ def complete(prompt: str) -> int:
     return int(usage["completion_tokens"])
 
 
+def served(profile: Profile | None, concurrency: int) -> bool:
+    """Whether a round (or an engine's rounds) served the load, rather than starving (STARVED)."""
+    return concurrency == 1 or (profile is not None and profile.batch >= STARVED * concurrency)
+
+
 def rounds(case: Case, k: int, concurrency: int) -> Run:
     """REPEATS rounds at `concurrency` on the running engine, after a warm-up round: the median throughput
     and the profile of all rounds together (what the operator would measure over its window). A starved
@@ -134,9 +139,7 @@ def rounds(case: Case, k: int, concurrency: int) -> Run:
             counts = read(after)[0].since(read(before)[0])
             if counts is None:
                 raise SystemExit(f"{case.name} {label(k)}: the engine restarted during the benchmark")
-            measured = Profile.of(counts, k)
-            served = measured is not None and measured.batch >= STARVED * concurrency
-            (kept if concurrency == 1 or served else starved).append((rate, counts))
+            (kept if served(Profile.of(counts, k), concurrency) else starved).append((rate, counts))
     used = kept or starved
     total = sum((counts for _, counts in used), Counts())
     profile = Profile.of(total, k)
