@@ -69,7 +69,7 @@ class Sweep:
                 (self.save / name).write_bytes(self.runs[k].metrics)
         return self.runs[k]
 
-    def served(self, k: int) -> float:
+    def counted(self, k: int) -> float:
         """The verdict figure at one load: the tokens per second the client counted."""
         return self[k].tokens_per_second
 
@@ -139,7 +139,7 @@ def main() -> int:
             sweep = Sweep(case, models, env, workdir, args.save_metrics)
             for k in [0, *ks]:
                 sweep[k]
-            ends = {start: tune(sweep.__getitem__, sweep.served, start, bounds) for start in (1, max(ks))}
+            ends = {start: tune(sweep.__getitem__, sweep.counted, start, bounds) for start in (1, max(ks))}
             runs = dict(sorted(sweep.runs.items()))  # with any K the recommendation asked for
             best = max(runs.values(), key=lambda r: r.tokens_per_second)
             say(f"\n{case.name}: {case.about}")
