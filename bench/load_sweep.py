@@ -231,14 +231,17 @@ def loads(sweep: Sweep, mode: str, bounds: Bounds) -> float:
     for start in STARTS:
         if start not in sweep.runs:
             continue
-        ends = []
+        ends, paths = [], []
         for c in CONCURRENCIES:
             best = max(sweep.rate(k, c) for k in sweep.candidates(bounds))
-            end = tune(*sweep.at(c), start, bounds)[0]
+            end, steps, _ = tune(*sweep.at(c), start, bounds)
             regret = 1 - sweep.rate(end, c) / best
             worst = max(worst, regret)
             ends.append(f"c={c} {label(end)} {-100 * regret:+.1f}%")
+            paths.append(f"    c={c}: " + ", ".join(steps or ["stays"]))
         say(f"  {mode} from K={start}, at each load alone: " + ", ".join(ends))
+        for path in paths:
+            say(path)
     return worst
 
 
