@@ -56,7 +56,7 @@ from bench.profiles import (
 from bench.tuning import tune
 from hack.engine import environment
 from hack.tinymodel import TinyModels
-from specinfer_operator.tuning.applied import Schedule, in_force
+from specinfer_operator.tuning.applied import Schedule, in_force, largest
 from specinfer_operator.tuning.recommendation import Bounds, Profile, band, recommend
 
 CONCURRENCIES = [1, 4, 16, 32]
@@ -117,7 +117,7 @@ class Sweep:
         """A schedule's engines at this load, each moved to the load's batch along the static step time of the
         K it used there, the median; None when no engine served a batch in the load's band (their rounds
         measured another K than the schedule serves at this load)."""
-        top = max(k for _, _, k in schedule)  # what the engine is started with
+        top = largest(schedule)
         wanted = in_force(top, schedule, self.batch[concurrency])
         found = [
             (self.figure(wanted, engine[concurrency], concurrency), engine[concurrency])
@@ -323,7 +323,7 @@ class Scheduled:
 
     def __call__(self, schedule: Schedule) -> list[dict[int, Run]]:
         if schedule not in self.tried:
-            top = max(k for _, _, k in schedule)
+            top = largest(schedule)
             argv = argv_for(self.case, self.models, top, [list(r) for r in schedule])
             number = len(self.tried)
             self.tried[schedule] = []

@@ -94,6 +94,11 @@ def schedule_of(speculative: SpeculativeConfig) -> Schedule:
     return tuple((r.min_batch_size, r.max_batch_size, r.num_speculative_tokens) for r in ranges)
 
 
+def largest(schedule: Schedule) -> int:
+    """The K an engine serving this schedule is started with: its largest, as vLLM requires."""
+    return max(k for _, _, k in schedule)
+
+
 def in_force(k: int, schedule: Schedule, batch: float) -> int:
     """The K drafted at this batch size: its range's under a schedule, else K."""
     n = max(1, round(batch))

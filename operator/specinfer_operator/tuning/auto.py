@@ -22,7 +22,7 @@ from typing import Any
 from specinfer_operator.api.timestamps import age
 from specinfer_operator.measure.window import Figures
 from specinfer_operator.tuning.adaptivity import ENGINE_SIDE
-from specinfer_operator.tuning.applied import Schedule, Setting, as_ranges, from_ranges, in_force
+from specinfer_operator.tuning.applied import Schedule, Setting, as_ranges, from_ranges, in_force, largest
 from specinfer_operator.tuning.recommendation import Bounds, Profile, Recommendation, band, recommend
 from specinfer_runtime.tokens import ASCEND_MAX_SPECULATIVE_TOKENS, SCHEDULE_FIELD
 from specinfer_runtime.tuning import TuningSettings
@@ -148,7 +148,7 @@ def advised(recommendation: dict[str, Any]) -> Setting | None:
         return Setting(int(recommendation["measureNext"]))
     schedule = from_ranges(recommendation.get(SCHEDULE_FIELD))
     if schedule:
-        return Setting(max(k for _, _, k in schedule), schedule)
+        return Setting(largest(schedule), schedule)
     k = recommendation.get("numSpeculativeTokens")
     keep = str(recommendation.get("summary", "")).startswith(KEEP)
     return None if k is None or keep else Setting(int(k))
