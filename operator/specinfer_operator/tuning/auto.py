@@ -292,7 +292,13 @@ def update(
     events: list[tuple[str, str, str]] = []
     if changed:
         patch["profiles"] = profiles
-    bounds = Bounds(min_k=settings.min_k, max_k=settings.max_k or requested, off=False, max_batch=max_batch)
+    bounds = Bounds(
+        min_k=settings.min_k,
+        max_k=settings.max_k or requested,
+        off=False,
+        max_batch=max_batch,
+        min_gain=settings.min_gain_percent / 100,
+    )
     usable = [p for p in map(profile_of, profiles) if p is not None]
     load = _batch(figures)
     current = in_force(serving.k, serving.schedule, load or 1.0)

@@ -164,6 +164,7 @@ class Bounds:
     max_k: int = 14
     off: bool = True  # whether "no speculation" is a candidate
     max_batch: int = MAX_SCHEDULE_BATCH  # the schedule's last range ends here
+    min_gain: float = 0.0  # a move must be expected this much faster (minGainPercent / 100), else K stays
 
 
 @dataclass(frozen=True)
@@ -195,9 +196,11 @@ class Recommendation:
                 "(a step's time cannot be split between drafting and verifying from one K)"
             )
         if self.explore is not None:
+            stays = "" if self.k == self.current_k else f", too close to K={self.current_k} to move"
+            beside = self.k if abs(self.explore - self.k) == 1 else self.current_k
             return (
-                f"K={self.k} is the best measured ({self.speed:.0f} tokens/s per request at batch {self.batch:.1f}); "
-                f"measure K={self.explore} beside it, predicted within {NEIGHBOUR:.0%}"
+                f"K={self.k} is the best ({self.speed:.0f} tokens/s per request at batch {self.batch:.1f}){stays}; "
+                f"measure K={self.explore} beside K={beside}, predicted within {NEIGHBOUR:.0%}"
             )
         what = "speculation off" if self.k == 0 else f"K={self.k}"
         current = "speculation off" if self.current_k == 0 else f"K={self.current_k}"
@@ -234,18 +237,23 @@ def _explore(current_k: int, bounds: Bounds) -> int | None:
 
 
 def _neighbour(
-    best: int, candidates: list[int], speed_of: Callable[[int], float], measured: Callable[[int], bool]
+    anchors: set[int],
+    best: int,
+    candidates: list[int],
+    speed_of: Callable[[int], float],
+    measured: Callable[[int], bool],
 ) -> int | None:
-    """Near the best the fit cannot tell K apart: an unmeasured neighbour of the best K (measured, and
-    serving) predicted within NEIGHBOUR of it is measured too (each once, so the search ends)."""
-    if not measured(best):
-        return None
-    close = [
+    """Near the best the fit cannot tell K apart: an unmeasured neighbour of a measured anchor (the best K,
+    and the K that stays) predicted within NEIGHBOUR of the best is measured too (each once, so the search
+    ends)."""
+    close = {
         k
-        for k in (best - 1, best + 1)
+        for anchor in anchors
+        if measured(anchor)
+        for k in (anchor - 1, anchor + 1)
         if k in candidates and not measured(k) and speed_of(k) >= (1 - NEIGHBOUR) * speed_of(best)
-    ]
-    return max(close, key=speed_of, default=None)
+    }
+    return max(sorted(close), key=speed_of, default=None)
 
 
 def _pooled_speed(profiles: list[Profile]) -> float:
@@ -303,16 +311,28 @@ def recommend(
     best = max(static, key=lambda k: (speed_of(k), -k))
     if bounds.off and off and speed_of(0) > speed_of(best):
         best = 0
-    # Settled on a measured K: its unmeasured neighbours that may be as good are measured next.
-    settled = best == current_k and best > 0
-    explore = _neighbour(best, static, speed_of, lambda k: any(p.k == k for p in drafting)) if settled else None
+    scheduled = _scheduled(profiles, static, speed_at, bounds.max_batch, current_k) if best else {}
+    # Settled, K stays (the best; or no move nor schedule worth minGain): the unmeasured neighbours of the K
+    # that stays and of the best, that may be as good, are measured next. The K that stays matters when two
+    # measured K tie and the fit between them is flat: a K next to either may be faster than both (one slow
+    # engine of the K that stays is enough to flatten the fit).
+    stays = best == current_k or (
+        speed_of(best) < (1 + bounds.min_gain) * speed_of(current_k)
+        and scheduled.get("schedule_gain", 0.0) < bounds.min_gain
+    )
+    measured = {p.k for p in drafting}
+    explore = (
+        _neighbour({best, current_k}, best, static, speed_of, measured.__contains__)
+        if best > 0 and current_k > 0 and stays
+        else None
+    )
     return Recommendation(
         k=best,
         current_k=current_k,
         batch=batch,
         speed=speed_of(best),
         current_speed=speed_of(current_k),
-        **(_scheduled(profiles, static, speed_at, bounds.max_batch, current_k) if best else {}),
+        **scheduled,
         explore=explore,
         extrapolated=best > measured_k,
         off_unmeasured=bounds.off and not off,

@@ -202,7 +202,7 @@ def test_a_neighbour_of_the_settled_k_predicted_as_good_is_measured_once() -> No
     found = recommend([one, two], 2, Bounds(max_k=8, off=False))
     assert found is not None
     assert (found.k, found.explore) == (2, 3)  # K=3 predicted within 10 % of K=2: measure it
-    assert "measure K=3 beside it" in found.describe()
+    assert "measure K=3 beside K=2" in found.describe()
     slower = Profile(3, 300, 0.0500, curve[:3], 1.0)
     settled = recommend([one, two, slower], 2, Bounds(max_k=8, off=False))
     assert settled is not None
@@ -211,3 +211,23 @@ def test_a_neighbour_of_the_settled_k_predicted_as_good_is_measured_once() -> No
     moved = recommend([one, two, faster], 2, Bounds(max_k=8, off=False))
     assert moved is not None
     assert (moved.k, moved.explore) == (3, None)  # measured faster: move there, and look around it later
+
+
+def test_where_k_stays_under_min_gain_its_neighbour_is_measured_too() -> None:
+    # The copy draft at concurrency 16 (every draft accepted): one slow engine at K=8 measured what K=4 did,
+    # so the fit through them is flat and predicts no K much faster than K=8, while K=7 served 17 % more.
+    full = (1.0,) * 8
+    four, eight = Profile(4, 1000, 0.0050, full[:4], 12.0), Profile(8, 1000, 0.00905, full[:8], 12.0)
+    without = recommend([four, eight], 8, Bounds(max_k=8, off=False))
+    assert without is not None
+    assert without.gain < 0.03  # no move worth 3 %: K=8 would stay, and nothing is measured beside it
+    assert without.explore is None
+    found = recommend([four, eight], 8, Bounds(max_k=8, off=False, min_gain=0.03))
+    assert found is not None
+    assert found.explore == 7  # K=8 stays: the K beside it, predicted within 10 %, is measured
+    assert "too close to K=8 to move; measure K=7 beside K=8" in found.describe()
+    seven = Profile(7, 1000, 0.0068, full[:7], 12.0)  # measured: 8 tokens in 6.8 ms, 17 % over K=8
+    moved = recommend([four, eight, seven], 8, Bounds(max_k=8, off=False, min_gain=0.03))
+    assert moved is not None
+    assert (moved.k, moved.explore) == (7, None)
+    assert moved.gain > 0.15
