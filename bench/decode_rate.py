@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from specinfer_operator.tuning.recommendation import BATCH_SPREAD, FLOOR, Profile
+from specinfer_operator.tuning.model import BATCH_SPREAD, FLOOR, Profile
 
 Points = Sequence[tuple[float, float]]  # (requests per step, seconds per step), as measured at each load
 

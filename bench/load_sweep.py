@@ -56,7 +56,8 @@ from bench.tuning import MIN_GAIN, tune
 from hack.engine import environment
 from hack.tinymodel import TinyModels
 from specinfer_operator.tuning.applied import Schedule, in_force, largest
-from specinfer_operator.tuning.recommendation import Bounds, Profile, band, recommend
+from specinfer_operator.tuning.model import Profile, band
+from specinfer_operator.tuning.recommendation import Bounds, recommend
 
 CONCURRENCIES = [1, 4, 16, 32]
 KS = list(range(1, 9))
@@ -139,7 +140,7 @@ def day(sweep: Sweep, start: int, bounds: Bounds) -> tuple[dict[int, int], Sched
         said.append(f"c={concurrency}: {label(current)}" + (f" ({', '.join(steps)})" if steps else ""))
         reached[concurrency] = current
     found = recommend(list(kept.values()), current, bounds, batch=runs[current][CONCURRENCIES[-1]].profile.batch)
-    return reached, (found.schedule if found is not None else ()), said
+    return reached, (found.schedule if found is not None and found.schedules else ()), said
 
 
 def main() -> int:

@@ -26,7 +26,7 @@ from hack.engine import SERVED_NAME, checked, engine_config, http, server, witho
 from hack.tinymodel import Size, TinyModels
 from specinfer_operator.measure.scrape import read
 from specinfer_operator.measure.window import Counts
-from specinfer_operator.tuning.recommendation import Profile
+from specinfer_operator.tuning.model import Profile
 from specinfer_runtime.argv import vllm_argv
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -41,7 +41,8 @@ from bench.profiles import (
 )
 from hack.engine import environment
 from hack.tinymodel import TinyModels
-from specinfer_operator.tuning.recommendation import Bounds, Profile, band, recommend
+from specinfer_operator.tuning.model import Profile, band
+from specinfer_operator.tuning.recommendation import Bounds, recommend
 
 KS = range(1, 9)
 CONCURRENCY = 1
@@ -98,7 +99,7 @@ def tune(
         if found.explore is not None and found.explore not in known:
             known[found.explore] = run(found.explore).profile
             steps.append(f"measure K={found.explore}")
-        elif found.k != current and found.k not in rejected and found.gain >= MIN_GAIN:
+        elif found.k != current and found.k not in rejected and found.moves:
             # A move, judged as a canary: measured at the new K before it is kept.
             known[found.k] = run(found.k).profile
             if rate(found.k) >= rate(current):

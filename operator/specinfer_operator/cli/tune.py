@@ -21,7 +21,8 @@ from specinfer_operator.cli.yaml_documents import ManifestError
 from specinfer_operator.measure.acceptance import MAX_POSITIONS
 from specinfer_operator.measure.scrape import LIMIT, Endpoint, ScrapeError, fetch, read
 from specinfer_operator.measure.window import Counts
-from specinfer_operator.tuning.recommendation import Bounds, Profile, Recommendation, recommend
+from specinfer_operator.tuning.model import Profile
+from specinfer_operator.tuning.recommendation import Bounds, Recommendation, recommend
 
 EXIT_OK, EXIT_NO_ADVICE, EXIT_UNREADABLE = 0, 1, 2
 TIMEOUT = 5.0  # seconds for each read of a URL

@@ -29,7 +29,7 @@ from typing import Any, Literal
 from specinfer_operator.api.rollout import CanarySettings
 from specinfer_operator.controller.conditions import CANARY, NOT_FASTER, SLOWER
 from specinfer_operator.tuning.auto import profile_of
-from specinfer_operator.tuning.recommendation import BATCH_SPREAD, Cost, fit
+from specinfer_operator.tuning.model import BATCH_SPREAD, Cost, fit
 
 BELOW_FLOOR = "AcceptanceBelowFloor"
 KEEP_COMPARISONS = 8

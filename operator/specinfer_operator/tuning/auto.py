@@ -23,7 +23,8 @@ from specinfer_operator.api.timestamps import age
 from specinfer_operator.measure.window import Figures
 from specinfer_operator.tuning.adaptivity import ENGINE_SIDE
 from specinfer_operator.tuning.applied import Schedule, Setting, as_ranges, from_ranges, in_force, largest
-from specinfer_operator.tuning.recommendation import Bounds, Profile, Recommendation, band, recommend
+from specinfer_operator.tuning.model import Profile, band
+from specinfer_operator.tuning.recommendation import Bounds, Recommendation, recommend
 from specinfer_runtime.tokens import ASCEND_MAX_SPECULATIVE_TOKENS, SCHEDULE_FIELD
 from specinfer_runtime.tuning import TuningSettings
 
@@ -124,7 +125,7 @@ def advice(found: Recommendation | None, settings: TuningSettings, now: str) -> 
             "time": now,
         }
     gain = round(100 * found.gain, 1)
-    move = found.k != found.current_k and gain >= settings.min_gain_percent
+    move = found.moves
     message = found.describe()
     if found.k != found.current_k and not move:
         message = f"keep K={found.current_k}, under minGainPercent {settings.min_gain_percent}: {message}"
@@ -135,10 +136,9 @@ def advice(found: Recommendation | None, settings: TuningSettings, now: str) -> 
         "summary": f"K={found.k} {gain:+.0f}%" if move else f"{KEEP} K={found.current_k}",
         "time": now,
     }
-    band_gain = round(100 * found.schedule_gain, 1)
-    if found.schedule and band_gain >= settings.min_gain_percent:
+    if found.schedules:
         out[SCHEDULE_FIELD] = as_ranges(found.schedule)
-        out["summary"] = f"by batch {band_gain:+.0f}%"
+        out["summary"] = f"by batch {100 * found.schedule_gain:+.0f}%"
     return out
 
 

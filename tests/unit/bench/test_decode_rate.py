@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench.decode_rate import decode_rate, load_batch, step_at
-from specinfer_operator.tuning.recommendation import Profile
+from specinfer_operator.tuning.model import Profile
 
 
 def profile(batch: float, step_ms: float, tokens_per_step: float = 2.0, k: int = 2) -> Profile:

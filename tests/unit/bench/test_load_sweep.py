@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bench.load_sweep import CONCURRENCIES, Sweep
 from bench.profiles import Run
-from specinfer_operator.tuning.recommendation import Profile
+from specinfer_operator.tuning.model import Profile
 
 
 def engine(k: int, step_ms: float, starved_at: int | None = None) -> dict[int, Run]:

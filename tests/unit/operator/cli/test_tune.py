@@ -20,7 +20,8 @@ import tests.support.strategies  # noqa: F401  (the ci profile)
 from specinfer_operator.cli.commands import main
 from specinfer_operator.cli.tune import counters, pool
 from specinfer_operator.measure.acceptance import COUNTERS, acceptance
-from specinfer_operator.tuning.recommendation import Bounds, Profile, recommend
+from specinfer_operator.tuning.model import Profile
+from specinfer_operator.tuning.recommendation import Bounds, recommend
 from tests.support import DATA
 from tests.support.cli import refused, specinfer
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from specinfer_operator.api.rollout import CanarySettings
 from specinfer_operator.controller import verdict
-from specinfer_operator.tuning.recommendation import Cost
+from specinfer_operator.tuning.model import Cost
 from tests.support.statuses import DESIRED, good_status
 
 SETTINGS = CanarySettings(min_draft_tokens=1000, max_speed_drop_percent=2, min_comparisons=3)

@@ -6,15 +6,8 @@ import pytest
 
 from specinfer_operator.measure.timing import Steps
 from specinfer_operator.measure.window import Counts
-from specinfer_operator.tuning.recommendation import (
-    Bounds,
-    Cost,
-    Profile,
-    acceptance_curve,
-    fit,
-    recommend,
-    tokens_per_step,
-)
+from specinfer_operator.tuning.model import Cost, Profile, acceptance_curve, fit, tokens_per_step
+from specinfer_operator.tuning.recommendation import Bounds, recommend
 
 # Accepted at position p per decode step, as ngram on repetitive prompts gives them (every step drafts).
 NGRAM = (0.86, 0.75, 0.58, 0.44, 0.33, 0.25, 0.19, 0.14)
@@ -231,3 +224,31 @@ def test_where_k_stays_under_min_gain_its_neighbour_is_measured_too() -> None:
     assert moved is not None
     assert (moved.k, moved.explore) == (7, None)
     assert moved.gain > 0.15
+
+
+def test_a_neighbour_measured_only_at_other_batches_is_measured_at_this_one() -> None:
+    # The deep target over a day: K=1 to K=3 measured at batch 1 and 3.6, then the load grows to batch 16,
+    # where only K=3 (serving) was measured and the fit promises no K 3 % faster. K=2 and K=1 serve 2.9 and
+    # 7.4 % more there: each is measured at this batch before K=3 is kept, though measured at others.
+    curve = (0.62, 0.43, 0.26)
+    small = [Profile(k, 300, t, curve[:k], 1.0) for k, t in ((1, 0.0336), (2, 0.0410), (3, 0.0470))]
+    small += [Profile(3, 300, 0.0600, curve, 3.6), Profile(2, 300, 0.0534, curve[:2], 3.6)]
+    three = Profile(3, 300, 0.130, curve, 16.0)
+    bounds = Bounds(max_k=3, off=False, min_gain=0.03)
+    found = recommend([*small, three], 3, bounds, 16.0)
+    assert found is not None
+    assert (found.k, found.explore) == (3, 2)
+    two = Profile(2, 300, 2.05 / (1.029 * three.speed), curve[:2], 16.0)
+    found = recommend([*small, three, two], 3, bounds, 16.0)
+    assert found is not None
+    assert (found.k, found.explore) == (2, 1)  # under minGain: K=2 would stay, and K=1 beside it is measured
+    one = Profile(1, 300, 1.62 / (1.074 * three.speed), curve[:1], 16.0)
+    found = recommend([*small, three, two, one], 3, bounds, 16.0)
+    assert found is not None
+    assert (found.k, found.explore) == (1, None)
+    assert found.moves
+    assert found.gain == pytest.approx(0.074, abs=0.001)
+    # Measured in the band counts as measured: a profile at batch 30 (band 16-31) is not asked for again at 16.
+    banded = recommend([*small, three, Profile(2, 300, 0.200, curve[:2], 30.0)], 3, bounds, 16.0)
+    assert banded is not None
+    assert (banded.k, banded.explore) == (3, None)

@@ -19,7 +19,8 @@ from specinfer_operator.measure.acceptance import MAX_COUNT
 from specinfer_operator.measure.timing import Steps
 from specinfer_operator.measure.window import Counts, Figures
 from specinfer_operator.tuning import auto
-from specinfer_operator.tuning.recommendation import Bounds, Profile, recommend
+from specinfer_operator.tuning.model import Profile
+from specinfer_operator.tuning.recommendation import Bounds, recommend
 from specinfer_runtime.tokens import ASCEND_MAX_SPECULATIVE_TOKENS as MAX_K
 from specinfer_runtime.tuning import TuningSettings
 
