@@ -99,7 +99,7 @@ def tune(
         if found.explore is not None and found.explore not in known:
             known[found.explore] = run(found.explore).profile
             steps.append(f"measure K={found.explore}")
-        elif found.k != current and found.k not in rejected and found.moves:
+        elif found.moves and found.k not in rejected:
             # A move, judged as a canary: measured at the new K before it is kept.
             known[found.k] = run(found.k).profile
             if rate(found.k) >= rate(current):
