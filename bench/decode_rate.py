@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from specinfer_operator.tuning.model import BATCH_SPREAD, FLOOR, Profile
+from specinfer_operator.tuning.model import FLOOR, Profile, comparable
 
 Points = Sequence[tuple[float, float]]  # (requests per step, seconds per step), as measured at each load
 
@@ -46,6 +46,6 @@ def decode_rate(profile: Profile, points: Points, batch: float) -> float:
     moved from the batch it served to `batch` along `points` when the two are not comparable (BATCH_SPREAD,
     as the canary's verdict), times the requests served."""
     seconds = profile.step_seconds
-    if max(batch, profile.batch) >= BATCH_SPREAD * min(batch, profile.batch):
+    if not comparable(batch, profile.batch):
         seconds *= step_at(points, batch) / step_at(points, profile.batch)
     return batch * profile.tokens_per_step / seconds

@@ -29,7 +29,7 @@ from typing import Any, Literal
 from specinfer_operator.api.rollout import CanarySettings
 from specinfer_operator.controller.conditions import CANARY, NOT_FASTER, SLOWER
 from specinfer_operator.tuning.auto import profile_of
-from specinfer_operator.tuning.model import BATCH_SPREAD, Cost, fit
+from specinfer_operator.tuning.model import Cost, comparable, fit
 
 BELOW_FLOOR = "AcceptanceBelowFloor"
 KEEP_COMPARISONS = 8
@@ -95,7 +95,7 @@ def compare(
     if mine is None or theirs is None:
         return None, "waiting for step times: the engines export no inter-token latency yet"
     at, was = _batch(canary), _batch(base)
-    normalised = max(at, was) >= BATCH_SPREAD * min(at, was)
+    normalised = not comparable(at, was)
     if normalised:
         if cost is None:
             return None, (

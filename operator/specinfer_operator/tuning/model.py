@@ -143,9 +143,14 @@ def fit(profiles: list[Profile]) -> Cost | None:
     return Cost(found[0], found[1], floor=floor)
 
 
+def comparable(batch: float, other: float) -> bool:
+    """Whether two batch sizes are close enough (within BATCH_SPREAD) to compare what was measured at each."""
+    return max(batch, other) < BATCH_SPREAD * min(batch, other)
+
+
 def near(profiles: list[Profile], k: int, batch: float) -> list[Profile]:
     """The profiles of K measured at about this batch size."""
-    return [p for p in profiles if p.k == k and max(p.batch, batch) < BATCH_SPREAD * min(p.batch, batch)]
+    return [p for p in profiles if p.k == k and comparable(p.batch, batch)]
 
 
 def pooled_speed(profiles: list[Profile]) -> float:
