@@ -39,7 +39,8 @@ def answer(body: bytes, status: str = "200 OK") -> Behaviour:
 
     def run(conn: socket.socket, stop: threading.Event) -> None:
         head = f"HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n\r\n"
-        conn.sendall(head.encode() + body)
+        conn.sendall(head.encode())
+        conn.sendall(body)  # not joined to the head: a copy of a large body is not the scraper's memory
 
     return run
 
@@ -84,6 +85,7 @@ def silent(conn: socket.socket, stop: threading.Event) -> None:
     stop.wait(60)
 
 
+ALMOST_4_MIB = (4 << 20) - (4 << 10)  # a body just within the scrape's limit of 4 MiB received
 CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
 OK_HEAD = b"HTTP/1.1 200 OK\r\n"
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -97,6 +99,12 @@ def labels(n: int) -> bytes:
     """One drafts counter whose sample line carries `n` labels."""
     pairs = ",".join(f'l{i}="v"' for i in range(n))
     return counter_lines([f"{DRAFTS}{{{pairs}}} 1"])
+
+
+def escapes(n: int) -> bytes:
+    """`n` drafts counter samples whose model_name is the longest value of escapes a sample line may have."""
+    value = "\\\\" * 2000
+    return counter_lines([f'{DRAFTS}{{model_name="{value}",engine="{i}"}} 1' for i in range(n)])
 
 
 def series(n: int) -> bytes:
@@ -156,9 +164,13 @@ BEHAVIOURS: list[tuple[str, Behaviour, str, str]] = [
     ("not HTTP at all", send(b"\x00\xff\xfe garbage\r\n\r\n"), "not an HTTP/1.1 answer", "protocol"),
     ("HTTP 503", answer(b"busy", "503 Service Unavailable"), "HTTP 503", "http_error"),
     ("a redirect", answer(b"", "302 Found"), "HTTP 302", "http_error"),
-    ("a sample line with 50,000 labels", answer(labels(50_000)), "characters, more than", "too_large"),
+    ("a sample line with 50,000 labels", answer(labels(50_000)), "a sample line of more than", "too_large"),
     ("a sample line with 200 labels", answer(labels(200)), "more than 16 labels", "too_large"),
     ("20,000 series", answer(series(20_000)), "more than 1024 samples", "too_large"),
+    ("4 MiB of invalid UTF-8 lines", answer(b"\xff\n" * (ALMOST_4_MIB // 2)), "no vLLM counters", "unreadable"),
+    ("4 MiB of one line", answer(b"x" * ALMOST_4_MIB), "no vLLM counters", "unreadable"),
+    ("sample lines of escapes", answer(escapes(1000)), "KiB of the spec-decode", "too_large"),
+    ("a body of one-byte chunks", flood(CHUNKED, b"1\r\n#\r\n"), "pieces", "protocol"),
     (
         "counters beyond any real count",
         answer(counter_lines([f"{DRAFTS} 1e308", f"{DRAFTS} 1e308"])),

@@ -23,6 +23,8 @@ ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 ACCEPTED_PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 COUNTERS = (DRAFTS, DRAFT_TOKENS, ACCEPTED, ACCEPTED_PER_POSITION)
 MODEL_LABEL = "model_name"
+POSITION_LABEL = "position"
+LABELS = (MODEL_LABEL, POSITION_LABEL)  # the labels read; every other is checked and dropped
 # Draft positions are below K (at most 14 on Ascend); a position label beyond this comes from a broken or
 # hostile exporter and would otherwise size a tuple.
 MAX_POSITIONS = 64
@@ -82,7 +84,7 @@ def parse(text: str) -> dict[str, Acceptance]:
     counters (an engine running without speculation) are absent. ValueError when a speculative counter is
     not a count or a position label is not a draft position (exposition.ExpositionError, a ValueError,
     when a line breaks the format or a bound)."""
-    return of(samples(text, COUNTERS))
+    return of(samples(text, COUNTERS, LABELS))
 
 
 def of(found: list[Sample]) -> dict[str, Acceptance]:
@@ -95,7 +97,7 @@ def of(found: list[Sample]) -> dict[str, Acceptance]:
         model = sample.labels.get(MODEL_LABEL, "")
         totals[model][sample.name] += count(sample)
         if sample.name == ACCEPTED_PER_POSITION:
-            per_position[model][_position(sample.labels.get("position"))] += sample.value
+            per_position[model][_position(sample.labels.get(POSITION_LABEL))] += sample.value
     result = {}
     for model, counts in totals.items():
         positions = per_position[model]

@@ -2,11 +2,13 @@
 
 Whatever answers on a pod's port may be slow, huge or hostile. One wall-clock deadline covers the whole
 exchange (connect, request, interim 1xx answers, status line, headers, body, chunk framing, trailers) and
-the parse after it: every receive waits at most for what is left of it, so a pod that sends a byte at a
-time, endless `100 Continue`s, a chunk-size line or trailers that never end holds a scrape no longer than
-the deadline. The bytes received in all are bounded, and so is every piece of framing on its own (h11's
-incomplete-event limit), before anything is kept. Only the sample lines of the counters the operator
-reads are parsed (exposition.py), each bounded, so the parse costs what a few lines cost.
+the parse, which runs on each piece of the body as it is received (exposition.Reader): every receive waits
+at most for what is left of it, so a pod that sends a byte at a time, endless `100 Continue`s, a chunk-size
+line or trailers that never end holds a scrape no longer than the deadline, and a body that is costly to
+read is read within it too. The bytes received in all are bounded, and so are every piece of framing on its
+own (h11's incomplete-event limit) and the pieces a body comes in. The body is never kept: only the sample
+lines of the counters the operator reads are, each bounded, so one scrape holds at most MEMORY bytes
+whatever the pod sends, and the operator's concurrent scrapes MEMORY times their number.
 
 A scrape that breaks a bound is a ScrapeError with a one-line reason and a `result` for the
 `specinfer_scrapes_total` metric; nothing the pod sends is quoted beyond a short, printable excerpt.
@@ -16,20 +18,28 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 import h11
 
 from specinfer_operator.measure import acceptance, timing
-from specinfer_operator.measure.exposition import ExpositionError, samples
+from specinfer_operator.measure.exposition import ExpositionError, Reader
 from specinfer_operator.measure.window import Counts
 
 LIMIT = 4 << 20  # bytes received in all; a vLLM /metrics is ~60 KiB, a few MiB with many LoRA adapters or models
 FRAMING = 16 << 10  # bytes of a status line and headers, a chunk-size line, or trailers
 MAX_INTERIM = 4  # 1xx answers before the real one
 CHUNK = 64 << 10
+# Pieces of a body (h11 events: a chunk of a chunked body, or what one receive brought): a body of one-byte
+# chunks would otherwise cost a Python event per byte. vLLM answers with a Content-Length.
+MAX_PIECES = 4096
 COUNTERS = (*acceptance.COUNTERS, *timing.SAMPLES)  # the samples read; every other line is skipped
+# What one scrape holds at most, whatever the pod sends: a receive, h11's buffer (a receive and an incomplete
+# framing event), a line that spans two receives joined to the next, and the sample lines kept with their
+# parsed samples (measured: tests/unit/operator/measure/test_scrape_memory.py).
+MEMORY = 1 << 20
 
 Result = Literal["ok", "timeout", "unreachable", "http_error", "protocol", "too_large", "unreadable"]
 RESULTS: tuple[Result, ...] = ("ok", "timeout", "unreachable", "http_error", "protocol", "too_large", "unreadable")
@@ -83,7 +93,10 @@ def _receive(sock: socket.socket, deadline: Deadline) -> bytes:
         raise deadline.spent() from None
 
 
-def _exchange(sock: socket.socket, endpoint: Endpoint, deadline: Deadline, limit: int) -> bytes:
+def _exchange(
+    sock: socket.socket, endpoint: Endpoint, deadline: Deadline, limit: int, body: Callable[[bytes], None]
+) -> None:
+    """GET the endpoint's path on `sock`, giving each piece of the body to `body` as it arrives."""
     connection = h11.Connection(h11.CLIENT, max_incomplete_event_size=FRAMING)
     request = h11.Request(
         method="GET",
@@ -92,7 +105,7 @@ def _exchange(sock: socket.socket, endpoint: Endpoint, deadline: Deadline, limit
     )
     sock.settimeout(deadline.left())
     sock.sendall(connection.send(request) + (connection.send(h11.EndOfMessage()) or b""))
-    body, received, interim = bytearray(), 0, 0
+    received, interim, pieces = 0, 0, 0
     while True:
         event = connection.next_event()
         if event is h11.NEED_DATA:
@@ -116,20 +129,21 @@ def _exchange(sock: socket.socket, endpoint: Endpoint, deadline: Deadline, limit
                     f"{endpoint.url} announced {int(declared) >> 20} MiB, more than {limit >> 20}", "too_large"
                 )
         elif isinstance(event, h11.Data):
-            body += event.data
+            pieces += 1
+            if pieces > MAX_PIECES:
+                raise ScrapeError(f"{endpoint.url} sent its body in more than {MAX_PIECES} pieces", "protocol")
+            body(event.data)
+            deadline.left()  # what the piece cost to read counts
         elif isinstance(event, h11.EndOfMessage):
-            return bytes(body)
+            return
         else:  # h11 reports a closed connection before the end of the answer as a protocol error
             raise ScrapeError(f"{endpoint.url}: unexpected {type(event).__name__} in the answer", "protocol")
 
 
-def fetch(endpoint: Endpoint, timeout: float, limit: int = LIMIT, deadline: Deadline | None = None) -> bytes:
-    """The body of GET /metrics (the endpoint's path) within `timeout` seconds (or `deadline`) and `limit`
-    bytes received, or ScrapeError."""
-    deadline = deadline or Deadline(timeout, endpoint.url)
+def _get(endpoint: Endpoint, deadline: Deadline, limit: int, body: Callable[[bytes], None]) -> None:
     try:
         with socket.create_connection((endpoint.host, endpoint.port), timeout=deadline.left()) as sock:
-            return _exchange(sock, endpoint, deadline, limit)
+            _exchange(sock, endpoint, deadline, limit, body)
     except h11.RemoteProtocolError as error:
         raise ScrapeError(f"{endpoint.url}: not an HTTP/1.1 answer: {error}", "protocol") from error
     except TimeoutError:
@@ -138,11 +152,19 @@ def fetch(endpoint: Endpoint, timeout: float, limit: int = LIMIT, deadline: Dead
         raise ScrapeError(f"{endpoint.url}: {error.strerror or error}", "unreachable") from error
 
 
-def read(body: bytes) -> tuple[Counts, bool]:
-    """The engine's counters, and whether it exports spec-decode counters at all (speculation on); or
-    ScrapeError."""
+def fetch(endpoint: Endpoint, timeout: float, limit: int = LIMIT) -> bytes:
+    """The body of GET /metrics (the endpoint's path) within `timeout` seconds and `limit` bytes received,
+    or ScrapeError: for `specinfer tune`, which reads an endpoint its user names and may save the body."""
+    body = bytearray()
+    _get(endpoint, Deadline(timeout, endpoint.url), limit, body.extend)
+    return bytes(body)
+
+
+def _figures(reader: Reader, feed: Callable[[], None]) -> tuple[Counts, bool]:
+    """Feed `reader` (feed), then the counters it read and whether the engine speculates; or ScrapeError."""
     try:
-        found = samples(body.decode("utf-8", errors="replace"), COUNTERS)
+        feed()
+        found = reader.close()
         figures, steps = acceptance.of(found), timing.of(found)
     except ExpositionError as error:
         raise ScrapeError(f"unreadable metrics: {error}", "too_large" if error.bound else "unreadable") from error
@@ -153,6 +175,13 @@ def read(body: bytes) -> tuple[Counts, bool]:
     return Counts.of(figures.values(), steps.values()), bool(figures)
 
 
+def read(body: bytes) -> tuple[Counts, bool]:
+    """The engine's counters in a whole body, and whether it exports spec-decode counters at all
+    (speculation on); or ScrapeError."""
+    reader = Reader(COUNTERS, acceptance.LABELS)
+    return _figures(reader, lambda: reader.feed(body))
+
+
 def counts(body: bytes) -> Counts | None:
     """The engine's counters, None when it exports no spec-decode counters (speculation off), or
     ScrapeError."""
@@ -161,9 +190,9 @@ def counts(body: bytes) -> Counts | None:
 
 
 def scrape(endpoint: Endpoint, timeout: float) -> Counts | None:
-    """One pod's counters within `timeout` seconds, reading and parsing together."""
+    """One pod's counters within `timeout` seconds, each piece of the body read as it arrives; None when it
+    exports no spec-decode counters."""
     deadline = Deadline(timeout, endpoint.url)
-    body = fetch(endpoint, timeout, deadline=deadline)
-    found = counts(body)
-    deadline.left()  # the parse is bounded by exposition's limits; a late answer is still a late answer
-    return found
+    reader = Reader(COUNTERS, acceptance.LABELS)
+    found, speculating = _figures(reader, lambda: _get(endpoint, deadline, LIMIT, reader.feed))
+    return found if speculating else None

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from specinfer_operator.measure.acceptance import MODEL_LABEL, count
+from specinfer_operator.measure.acceptance import LABELS, MODEL_LABEL, count
 from specinfer_operator.measure.exposition import Sample, samples
 
 STEP_SECONDS = "vllm:inter_token_latency_seconds_sum"
@@ -38,7 +38,7 @@ class Steps:
 
 def parse(text: str) -> dict[str, Steps]:
     """Step counters per `model_name`; ValueError when one is not a count (acceptance.count)."""
-    return of(samples(text, SAMPLES))
+    return of(samples(text, SAMPLES, LABELS))
 
 
 def of(found: list[Sample]) -> dict[str, Steps]:
