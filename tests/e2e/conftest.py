@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
+from hack.hostile import Server
 from hack.kubeclient import Cluster, wait_until
 
 # The real engine (skipped without SPECINFER_ENGINE_VENV) for the tests that put one behind a pod.
@@ -110,6 +111,15 @@ def gitops_tools() -> dict[str, Path]:
         "prometheus": binaries / "prometheus",
         "promtool": binaries / "promtool",
     }
+
+
+@pytest.fixture
+def servers() -> Iterator[list[Server]]:
+    """Loopback servers a test starts (behind simulated pods' addresses), stopped afterwards."""
+    started: list[Server] = []
+    yield started
+    for server in started:
+        server.__exit__()
 
 
 @pytest.fixture

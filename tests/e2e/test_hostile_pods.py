@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -60,14 +59,6 @@ def refusing_status_writes(namespace: str) -> list[dict[str, Any]]:
         "|| !has(object.status.speculation.observed)",
         "figures refused for this test",
     )
-
-
-@pytest.fixture
-def servers() -> Iterator[list[Server]]:
-    started: list[Server] = []
-    yield started
-    for server in started:
-        server.__exit__()
 
 
 def serve(cluster: Cluster, namespace: str, name: str, behaviour: Behaviour, started: list[Server]) -> str:

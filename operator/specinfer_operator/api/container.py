@@ -27,6 +27,7 @@ from specinfer_runtime.sources import (
 
 QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
 Quantity = Annotated[str, Field(max_length=64, pattern=QUANTITY)]
+ENGINE_CONTAINER = "engine"  # the container of the engine pods that runs specinfer-runtime and vLLM
 CONFIG_DIR = "/etc/specinfer"
 HF_HOME = "/var/cache/huggingface"
 # The operator's volumes: no volume of the pod template may take these names.

@@ -10,6 +10,8 @@ INSTANCE_LABEL = "app.kubernetes.io/instance"  # the resource an engine pod is l
 TRACK_LABEL = "specinfer.io/track"
 # The configuration a pod template runs: rollback finds the last good template in a workload's history by it.
 CONFIG_HASH_ANNOTATION = "specinfer.io/config-hash"
+# The Deployment controller's, on each ReplicaSet it makes and on that ReplicaSet's pods: which template they run.
+TEMPLATE_HASH_LABEL = "pod-template-hash"
 # On the resource: `promote` or `abort`, set by hand; removed once acted on.
 CANARY_ACTION_ANNOTATION = "specinfer.io/canary"
 CANARY_ACTIONS = ("promote", "abort")

@@ -23,7 +23,7 @@ from specinfer_operator.api.timestamps import utc_now
 from specinfer_operator.controller.conditions import Desired, Observed
 from specinfer_operator.controller.writes import Owned
 from specinfer_operator.platform.kube import Kube
-from specinfer_operator.platform.ownership import Ownership, controlled_by, controller
+from specinfer_operator.platform.ownership import Ownership, controlled_by
 from specinfer_operator.render.children import (
     RenderDefaults,
     config_hash,
@@ -192,5 +192,5 @@ def observe(ctx: Context, body: dict[str, Any], kind: Kind, deployment: dict[str
         labelled = list(ctx.pods.get((namespace, name), ()))
     else:
         labelled = ctx.kube.list("v1", "pods", namespace, label_selector(selector_labels(name)))
-    pods = [p for p in labelled if ctx.ownership.resource_of(namespace, controller(p.get("metadata") or {})) == uid]
+    pods = [p for p in labelled if ctx.ownership.pod_resource(namespace, p) == uid]
     return Observed(deployment=deployment, pods=pods)

@@ -65,7 +65,7 @@ def publish(
     ctx.kube.patch_status(meta["namespace"], meta["name"], patch)
     body["status"] = current
     metrics.STATUS_WRITES.labels(writer="reconcile").inc()
-    metrics.observe_conditions(meta["namespace"], meta["name"], current["conditions"])
+    metrics.observe_conditions(meta["namespace"], meta["name"], str(meta.get("uid", "")), current["conditions"])
     for kind, reason, message in transitions(previous, current):
         status = next(c["status"] == "True" for c in current["conditions"] if c["type"] == kind)
         if kind == "Progressing":

@@ -15,7 +15,6 @@ from specinfer_operator.controller.context import Context
 from specinfer_operator.controller.pool import CRD_MISSING, POOL_CONDITION
 from specinfer_operator.controller.reconcile import reconcile
 from specinfer_operator.controller.refresh import Refreshes
-from specinfer_operator.platform import metrics
 from specinfer_operator.render.children import label_selector
 from specinfer_operator.telemetry.loop import Telemetry
 
@@ -151,12 +150,6 @@ def retry_without_pools(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None
     spec. The resource is reconciled only once the API serves pools (asked once for every resource)."""
     if _context(memo, kwargs).pools_served():
         on_spec(body=body, memo=memo, **kwargs)
-
-
-@kopf.on.delete(GROUP, VERSION, PLURAL, optional=True)
-def on_delete(name: str, namespace: str | None, **_: Any) -> None:
-    # Children go with their ownerReferences; only the metrics remember the resource.
-    metrics.forget(namespace or "", name)
 
 
 # The event handlers below only update memory or schedule work, so they run on kopf's event loop: a

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from collections import Counter as Tally
+from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
@@ -54,23 +56,36 @@ STATUS_WRITES = Counter(
 
 # Last published conditions of every resource this process reconciles: {(namespace, name): {type: status}}.
 _CONDITIONS: dict[tuple[str, str], dict[str, str]] = {}
-
-
-def observe_conditions(namespace: str, name: str, conditions: list[dict[str, Any]]) -> None:
-    _CONDITIONS[(namespace, name)] = {c["type"]: c["status"] for c in conditions}
-
-
 # Last measured figures of every resource: {(namespace, name): (status.speculation.observed, low acceptance)}.
 _ACCEPTANCE: dict[tuple[str, str], tuple[dict[str, Any], bool]] = {}
+# The uids of resources deleted lately: a reconcile or a telemetry round that was under way when its resource
+# went ends after the deletion, and what it observes then must not bring the resource's series back.
+_GONE: OrderedDict[str, None] = OrderedDict()
+KEEP_GONE = 10_000
+_GUARD = threading.Lock()
 
 
-def observe_acceptance(namespace: str, name: str, observed: dict[str, Any], low: bool) -> None:
-    _ACCEPTANCE[(namespace, name)] = (observed, low)
+def observe_conditions(namespace: str, name: str, uid: str, conditions: list[dict[str, Any]]) -> None:
+    with _GUARD:
+        if uid not in _GONE:
+            _CONDITIONS[(namespace, name)] = {c["type"]: c["status"] for c in conditions}
 
 
-def forget(namespace: str, name: str) -> None:
-    _CONDITIONS.pop((namespace, name), None)
-    _ACCEPTANCE.pop((namespace, name), None)
+def observe_acceptance(namespace: str, name: str, uid: str, observed: dict[str, Any], low: bool) -> None:
+    with _GUARD:
+        if uid not in _GONE:
+            _ACCEPTANCE[(namespace, name)] = (observed, low)
+
+
+def forget(namespace: str, name: str, uid: str) -> None:
+    """The resource `uid` was deleted: its series go, and stay gone whatever is observed of it later."""
+    with _GUARD:
+        _GONE[uid] = None
+        _GONE.move_to_end(uid)
+        while len(_GONE) > KEEP_GONE:
+            _GONE.popitem(last=False)
+        _CONDITIONS.pop((namespace, name), None)
+        _ACCEPTANCE.pop((namespace, name), None)
 
 
 class ResourcesByCondition(Collector):
@@ -81,7 +96,9 @@ class ResourcesByCondition(Collector):
         family = GaugeMetricFamily(
             "specinfer_resources", "SpeculativeInferences by condition and status.", labels=["condition", "status"]
         )
-        tally = Tally((kind, status) for conditions in _CONDITIONS.values() for kind, status in conditions.items())
+        with _GUARD:
+            every = sorted(_CONDITIONS.items())
+        tally = Tally((kind, status) for _, conditions in every for kind, status in conditions.items())
         for (kind, status), count in sorted(tally.items()):
             family.add_metric([kind, status], count)
         yield family
@@ -90,7 +107,7 @@ class ResourcesByCondition(Collector):
             "1 while the resource's condition is True, 0 while False or Unknown: alerts name the resource.",
             labels=["namespace", "name", "condition"],
         )
-        for (namespace, name), conditions in sorted(_CONDITIONS.items()):
+        for (namespace, name), conditions in every:
             for kind, status in sorted(conditions.items()):
                 each.add_metric([namespace, name, kind], 1 if status == "True" else 0)
         yield each
@@ -129,7 +146,9 @@ class AcceptanceByResource(Collector):
             "Tokens a request gets per decode step over the telemetry window.",
             labels=labels,
         )
-        for (namespace, name), (observed, is_low) in sorted(_ACCEPTANCE.items()):
+        with _GUARD:
+            every = sorted(_ACCEPTANCE.items())
+        for (namespace, name), (observed, is_low) in every:
             key = [namespace, name]
             if "acceptanceRate" in observed:
                 rate.add_metric(key, observed["acceptanceRate"])

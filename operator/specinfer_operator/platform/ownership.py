@@ -1,25 +1,41 @@
-"""Which SpeculativeInference made an object, by its chain of controller references (uids, not names).
+"""Which SpeculativeInference made a pod: its chain of controller references (uids, not names), and the
+template of the workload that claims it.
 
 Labels are whatever their writer chose: anyone who may create pods in a namespace can label one as an
-engine of any resource there. A controller reference names its controller's uid, which only that object
-has, so a pod counts as a resource's engine when its controller chain ends at the resource's uid:
-pod -> ReplicaSet -> Deployment -> SpeculativeInference, or, for a group over several nodes, leader pod ->
-StatefulSet -> LeaderWorkerSet -> SpeculativeInference (a worker: pod -> StatefulSet -> its leader pod ->
-...). Each link is read once from the API and kept (a uid names one object for its whole life), so a
-steady fleet costs no requests.
+engine of any resource there. Controller references are chosen by the writer too: a pod may name the
+resource itself, whose uid anyone who may `get` it can read, or one of its real ReplicaSets. So a pod
+counts as a resource's engine only when all of this holds:
+
+- its controller chain is one the resource's workloads make, and ends at the resource's uid: pod ->
+  ReplicaSet -> Deployment -> SpeculativeInference, or, for a group over several nodes, leader pod ->
+  StatefulSet -> LeaderWorkerSet -> SpeculativeInference (a worker: pod -> StatefulSet -> its leader pod
+  -> ...); a pod that names the resource, or a Deployment, directly is nobody's;
+- it runs what the workload that claims it makes: the pod-template hash of its ReplicaSet, and the engine
+  container as rendered (image, command, arguments, environment, mounts and the volumes behind them) are
+  those of that ReplicaSet's (or StatefulSet's) template. Kubernetes' own additions are left out of the
+  comparison: the service account token's mount, and the LWS_* variables LeaderWorkerSet's webhook sets.
+
+Each link is read once from the API and kept (a uid names one object for its whole life); a template that
+no longer matches its pods is read again, at most every REREAD_SECONDS, since a StatefulSet's template
+changes in place. A steady fleet costs no requests.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from specinfer_operator.api.container import ENGINE_CONTAINER
+from specinfer_operator.api.labels import TEMPLATE_HASH_LABEL
 from specinfer_operator.api.resource import API_VERSION, KIND
 from specinfer_operator.platform.kube import Kube
 
@@ -33,9 +49,19 @@ LINKS = {
     ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): "leaderworkersets",
     ("v1", "Pod"): "pods",  # a group's leader, which LeaderWorkerSet makes its workers' StatefulSet's controller
 }
-MAX_DEPTH = 6  # the longest chain: a worker, its StatefulSet, the leader, the leader's StatefulSet, the set
+# The chains of kinds from a pod's controller up to (not including) the resource that its workloads make.
+CHAINS = {
+    ("ReplicaSet", "Deployment"),
+    ("StatefulSet", "LeaderWorkerSet"),
+    ("StatefulSet", "Pod", "StatefulSet", "LeaderWorkerSet"),
+}
+MAKERS = ("ReplicaSet", "StatefulSet")  # the kinds that make pods from a template of their own
+MAX_DEPTH = max(len(c) for c in CHAINS) + 1
 KEEP = 10_000  # links remembered; the oldest go first
 RETRY_SECONDS = 60.0  # a link that could not be followed is read again after this long
+REREAD_SECONDS = 10.0  # a template that does not match a pod it claims is read again after this long
+SERVICE_ACCOUNT_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+GROUP_ENV_PREFIX = "LWS_"
 
 
 def controller(meta: dict[str, Any]) -> dict[str, Any] | None:
@@ -57,46 +83,108 @@ def described(obj: dict[str, Any]) -> str:
     return f"{ref.get('kind', '?')} {ref.get('name', '?')} (uid {ref.get('uid', '?')})"
 
 
+def made(labels: dict[str, Any] | None, spec: dict[str, Any] | None) -> str | None:
+    """What a pod (or a pod template) runs, as a digest to compare a pod with the template of the workload
+    that claims it: its pod-template hash, its engine container and the volumes that container mounts. None
+    without an engine container: then it matches nothing."""
+    spec = spec or {}
+    engine = next((c for c in spec.get("containers") or [] if c.get("name") == ENGINE_CONTAINER), None)
+    if engine is None:
+        return None
+    mounts = [m for m in engine.get("volumeMounts") or [] if m.get("mountPath") != SERVICE_ACCOUNT_MOUNT]
+    mounted = {m.get("name") for m in mounts}
+    picked = {
+        "hash": (labels or {}).get(TEMPLATE_HASH_LABEL, ""),
+        **{key: engine.get(key) for key in ("image", "command", "args", "workingDir", "envFrom")},
+        "env": [e for e in engine.get("env") or [] if not str(e.get("name", "")).startswith(GROUP_ENV_PREFIX)],
+        "volumeMounts": mounts,
+        "volumes": sorted(
+            (v for v in spec.get("volumes") or [] if v.get("name") in mounted), key=lambda v: str(v.get("name"))
+        ),
+    }
+    return hashlib.sha256(json.dumps(picked, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def made_by(obj: dict[str, Any]) -> str | None:
+    """`made` of an object: a pod's own, or a ReplicaSet's or StatefulSet's template's."""
+    if obj.get("kind") == "Pod":
+        return made((obj.get("metadata") or {}).get("labels"), obj.get("spec"))
+    template = (obj.get("spec") or {}).get("template") or {}
+    return made((template.get("metadata") or {}).get("labels"), template.get("spec"))
+
+
+@dataclass(frozen=True)
+class Link:
+    """What was read of one object of a chain."""
+
+    above: dict[str, Any] | None  # its controller reference
+    made: str | None  # a pod's `made`; a ReplicaSet's or StatefulSet's template's
+    until: float  # when it is read again: a dead end after RETRY_SECONDS, a template after REREAD_SECONDS
+
+
 class Ownership:
     """Controller chains followed through the API, each link read once."""
 
     def __init__(self, kube: Kube, clock: Callable[[], float] = time.monotonic) -> None:
         self.kube, self.clock = kube, clock
-        # uid -> (the controller reference of that object, or None; when a None may be read again)
-        self._links: OrderedDict[str, tuple[dict[str, Any] | None, float]] = OrderedDict()
+        self._links: OrderedDict[str, Link] = OrderedDict()  # by uid
         self._guard = threading.Lock()
 
-    def resource_of(self, namespace: str, ref: dict[str, Any] | None) -> str | None:
-        """The uid of the SpeculativeInference at the top of the controller chain that starts with `ref` (an
-        object's controller reference), or None."""
+    def resource_of(self, namespace: str, ref: dict[str, Any] | None, runs: str | None) -> str | None:
+        """The uid of the SpeculativeInference that made a pod, or None: `ref` is the pod's controller
+        reference and `runs` its `made`."""
+        kinds: list[str] = []
         for _ in range(MAX_DEPTH):
             if ref is None:
                 return None
             if (ref.get("apiVersion"), ref.get("kind")) == (API_VERSION, KIND):
-                return str(ref.get("uid") or "") or None
-            ref = self._above(namespace, ref)
+                return (str(ref.get("uid") or "") or None) if tuple(kinds) in CHAINS else None
+            kind = str(ref.get("kind"))
+            link = self._link(namespace, ref)
+            if link is None:
+                return None
+            if not kinds or kinds[-1] == "Pod":  # a pod below: it must run what this object makes
+                if kind not in MAKERS or runs is None:
+                    return None
+                if link.made != runs:
+                    link = self._link(namespace, ref, stale=True)
+                    if link is None or link.made != runs:
+                        return None
+            kinds.append(kind)
+            runs = link.made if kind == "Pod" else None
+            ref = link.above
         return None
 
-    def _above(self, namespace: str, ref: dict[str, Any]) -> dict[str, Any] | None:
-        """The controller reference of the object `ref` names, read once (a dead end again after a while)."""
+    def pod_resource(self, namespace: str, pod: dict[str, Any]) -> str | None:
+        """resource_of a whole pod."""
+        meta = pod.get("metadata") or {}
+        return self.resource_of(namespace, controller(meta), made(meta.get("labels"), pod.get("spec")))
+
+    def _link(self, namespace: str, ref: dict[str, Any], stale: bool = False) -> Link | None:
+        """What `ref` names, read once (a dead end again after a while; with `stale`, again if it was read
+        more than REREAD_SECONDS ago); None for a kind no chain has."""
         uid = str(ref.get("uid") or "")
+        plural = LINKS.get((str(ref.get("apiVersion")), str(ref.get("kind"))))
+        if plural is None or not uid:
+            return None
         with self._guard:
             known = self._links.get(uid)
-        if known is not None and (known[0] is not None or known[1] > self.clock()):
-            return known[0]
-        above = None
-        plural = LINKS.get((str(ref.get("apiVersion")), str(ref.get("kind"))))
-        if plural is not None and uid:
-            try:
-                obj = self.kube.get(str(ref["apiVersion"]), plural, namespace, str(ref.get("name")))
-            except ApiException as error:
-                log.warning("cannot read %s %s/%s: %s", ref.get("kind"), namespace, ref.get("name"), error.reason)
-                obj = None
-            meta = (obj or {}).get("metadata") or {}
-            above = controller(meta) if meta.get("uid") == uid else None
+        now = self.clock()
+        if known is not None and ((known.above is not None and not stale) or known.until > now):
+            return known
+        try:
+            obj = self.kube.get(str(ref["apiVersion"]), plural, namespace, str(ref.get("name")))
+        except ApiException as error:
+            log.warning("cannot read %s %s/%s: %s", ref.get("kind"), namespace, ref.get("name"), error.reason)
+            obj = None
+        meta = (obj or {}).get("metadata") or {}
+        if obj is None or meta.get("uid") != uid:
+            link = Link(None, None, now + RETRY_SECONDS)
+        else:
+            link = Link(controller(meta), made_by({"kind": ref.get("kind"), **obj}), now + REREAD_SECONDS)
         with self._guard:
-            self._links[uid] = (above, self.clock() + RETRY_SECONDS)
+            self._links[uid] = link
             self._links.move_to_end(uid)
             while len(self._links) > KEEP:
                 self._links.popitem(last=False)
-        return above
+        return link

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from specinfer_operator.api.container import CONFIG_DIR, HF_HOME, ProbeTiming, ResourceSettings
+from specinfer_operator.api.container import CONFIG_DIR, ENGINE_CONTAINER, HF_HOME, ProbeTiming, ResourceSettings
 from specinfer_operator.api.labels import CONFIG_HASH_ANNOTATION, TRACK_LABEL, labels, selector_labels
 from specinfer_operator.api.overlay import Container, PodMetadata, PodSpecOverlay, PodTemplate
 from specinfer_operator.api.resource import SpeculativeInferenceSpec
@@ -158,7 +158,7 @@ def engine_container(
         + [var.render() for var in runtime.env or []]
     )
     container: dict[str, Any] = {
-        "name": "engine",
+        "name": ENGINE_CONTAINER,
         "image": image,
         "imagePullPolicy": runtime.image_pull_policy,
         "command": ["specinfer-runtime", "--config", f"{CONFIG_DIR}/{CONFIG_FILE}", "--"],

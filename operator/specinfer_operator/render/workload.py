@@ -15,7 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from specinfer_operator.api.labels import CONFIG_HASH_ANNOTATION
+from specinfer_operator.api.labels import CONFIG_HASH_ANNOTATION, TEMPLATE_HASH_LABEL
 from specinfer_operator.api.resource import GROUP_SUFFIX
 
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
@@ -24,7 +24,6 @@ LWS_KIND = "LeaderWorkerSet"
 SET_LABEL = "leaderworkerset.sigs.k8s.io/name"
 GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
 WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
-TEMPLATE_HASH_LABEL = "pod-template-hash"  # the Deployment controller's, on each ReplicaSet's template
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,9 @@ class Telemetry:
         # The canary-verdict path (Refreshes.judge_canary), taken after a canary's figures were written.
         self.refreshes = refreshes
         self._watched: dict[Key, Watched] = {}
+        # Scrape targets of pods whose resource the watch has not brought yet (the two watches are not ordered),
+        # by resource, then pod: adopted when it comes, dropped with the pods.
+        self._waiting: dict[Key, dict[str, Target]] = {}
         self._rounds: dict[Key, Round] = {}  # in flight
         self._ended: deque[Round] = deque()  # whose scrapes have all ended: to conclude
         self._wake = threading.Event()  # set when a round ends
@@ -103,9 +106,13 @@ class Telemetry:
         key = (meta.get("namespace", ""), meta.get("name", ""))
         with self._guard:
             if kind == "DELETED":
+                # Forgotten with its series at once: a round of it still under way ends without a trace.
                 self._watched.pop(key, None)
+                metrics.forget(key[0], key[1], str(meta.get("uid") or ""))
                 return
-            watched = self._watched.setdefault(key, Watched())
+            watched = self._watched.get(key)
+            if watched is None:
+                watched = self._watched[key] = Watched(targets=self._waiting.pop(key, {}))
             watched.uid = str(meta.get("uid") or "")
             # An invalid spec keeps the settings it was last measured with.
             spec = body.get("spec") or {}
@@ -131,16 +138,17 @@ class Telemetry:
             return
         name = meta.get("name", "")
         key = (meta.get("namespace", ""), owner)
+        target = None if kind == "DELETED" else target_of(body)
         with self._guard:
-            if kind == "DELETED" and key not in self._watched:
-                return  # the resource went first: nothing to forget
-            watched = self._watched.setdefault(key, Watched())
-            target = None if kind == "DELETED" else target_of(body)
+            watched = self._watched.get(key)
+            targets = watched.targets if watched is not None else self._waiting.setdefault(key, {})
             if target is None:
-                watched.targets.pop(name, None)
+                targets.pop(name, None)
             else:
-                watched.targets[name] = target
-            if kind == "DELETED":
+                targets[name] = target
+            if watched is None and not targets:
+                del self._waiting[key]
+            if watched is not None and kind == "DELETED":
                 watched.histories.pop(name, None)
 
     def run(self, stop: threading.Event) -> None:
@@ -222,7 +230,7 @@ class Telemetry:
         """One pod's sample, or why there is none; None when the pod is not this resource's own (its
         controller chain does not end at the resource), which is never scraped."""
         try:
-            if not uid or self.ownership.resource_of(key[0], target.controller_ref()) != uid:
+            if not uid or self.ownership.resource_of(key[0], target.controller_ref(), target.made) != uid:
                 metrics.SCRAPES.labels(result="foreign").inc()
                 log.debug(
                     "pod %s/%s is labelled as %s's but was not made by it: not scraped", key[0], target.pod, key[1]
@@ -249,6 +257,9 @@ class Telemetry:
         """What a resource's scrapes give: its figures, the status patch, the canary's, tuning. Each stage
         is isolated: a failure is reported on this resource, and the stages after it still run."""
         key, watched = finished.key, finished.watched
+        with self._guard:
+            if self._watched.get(key) is not watched:
+                return  # deleted (or deleted and made again) while its pods were scraped: nothing is its
         outcomes = {t: f.result() for t, f in finished.scrapes.items()}
         failed: list[str] = []
 
@@ -325,7 +336,7 @@ class Telemetry:
             c.get("type") == MEASURED_CONDITION and c.get("status") == "True"
             for c in watched.status.get("conditions") or []
         )
-        metrics.observe_acceptance(namespace, name, observation.observed(figures, config_hash, now), low)
+        metrics.observe_acceptance(namespace, name, watched.uid, observation.observed(figures, config_hash, now), low)
         refresh = self.config.refresh
         # A canary is judged against these figures (live, or as its baseline): their evidence is written as
         # it grows, not only when the ratios move.

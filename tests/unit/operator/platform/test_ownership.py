@@ -1,0 +1,153 @@
+"""Which resource made a pod: the chains the operator's workloads make, and the template of the workload
+that claims the pod; everything a pod writes about itself (labels, controller references) can be forged."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, cast
+
+from specinfer_operator.api.resource import API_VERSION, KIND
+from specinfer_operator.platform.kube import Kube
+from specinfer_operator.platform.ownership import Ownership
+
+NS = "team-a"
+ENGINE = {
+    "name": "engine",
+    "image": "registry.example.com/runtime:1",
+    "command": ["specinfer-runtime", "--config", "/etc/specinfer/engine.json", "--"],
+    "args": ["--port", "8000"],
+    "env": [{"name": "HF_HOME", "value": "/var/cache/huggingface"}],
+    "volumeMounts": [{"name": "engine-config", "mountPath": "/etc/specinfer", "readOnly": True}],
+}
+VOLUMES = [{"name": "engine-config", "configMap": {"name": "web-engine-abc", "defaultMode": 420}}]
+
+
+def ref(kind: str, name: str, api_version: str = "apps/v1") -> dict[str, Any]:
+    return {"apiVersion": api_version, "kind": kind, "name": name, "uid": f"uid-{kind}-{name}", "controller": True}
+
+
+def obj(kind: str, name: str, owner: dict[str, Any] | None, template: dict[str, Any] | None = None) -> dict[str, Any]:
+    meta = {"name": name, "namespace": NS, "uid": f"uid-{kind}-{name}", "ownerReferences": [owner] if owner else []}
+    return {"kind": kind, "metadata": meta, "spec": {"template": template} if template else {}}
+
+
+def template(labels: dict[str, str], engine: dict[str, Any] = ENGINE) -> dict[str, Any]:
+    return {"metadata": {"labels": labels}, "spec": {"containers": [engine], "volumes": VOLUMES}}
+
+
+def pod(owner: dict[str, Any] | None, labels: dict[str, str], engine: dict[str, Any] = ENGINE) -> dict[str, Any]:
+    found = obj("Pod", "p", owner)
+    found["metadata"]["labels"] = labels
+    found["spec"] = copy.deepcopy(template(labels, engine)["spec"])
+    return found
+
+
+SI = {"apiVersion": API_VERSION, "kind": KIND, "name": "web", "uid": "uid-web", "controller": True}
+HASH = {"pod-template-hash": "6d8f9c"}
+
+
+class Store:
+    """The objects of one namespace, as the API server returns them, and how many reads were made."""
+
+    def __init__(self, *objects: dict[str, Any]) -> None:
+        self.objects = {(o["kind"].lower() + "s", o["metadata"]["name"]): o for o in objects}
+        self.reads = 0
+
+    def get(self, api_version: str, plural: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        self.reads += 1
+        return self.objects.get((plural, name))
+
+
+def ownership(store: Store, clock: list[float] | None = None) -> Ownership:
+    now = clock if clock is not None else [0.0]
+    return Ownership(cast(Kube, store), clock=lambda: now[0])
+
+
+def deployment_chain() -> Store:
+    return Store(
+        obj("Deployment", "web", SI, template({})),
+        obj("ReplicaSet", "web-6d8f9c", ref("Deployment", "web"), template(HASH)),
+    )
+
+
+def test_a_pod_its_replicaset_made_is_the_resources() -> None:
+    store = deployment_chain()
+    owners = ownership(store)
+    assert owners.pod_resource(NS, pod(ref("ReplicaSet", "web-6d8f9c"), HASH)) == "uid-web"
+    reads = store.reads
+    assert owners.pod_resource(NS, pod(ref("ReplicaSet", "web-6d8f9c"), HASH)) == "uid-web"
+    assert store.reads == reads  # a steady fleet costs no requests
+
+
+def test_a_pod_naming_the_resource_itself_is_nobodys() -> None:
+    assert ownership(deployment_chain()).pod_resource(NS, pod(SI, HASH)) is None
+
+
+def test_a_pod_naming_the_deployment_directly_is_nobodys() -> None:
+    assert ownership(deployment_chain()).pod_resource(NS, pod(ref("Deployment", "web"), HASH)) is None
+
+
+def test_a_pod_naming_the_real_replicaset_without_its_template_hash_is_nobodys() -> None:
+    assert ownership(deployment_chain()).pod_resource(NS, pod(ref("ReplicaSet", "web-6d8f9c"), {})) is None
+
+
+def test_a_pod_naming_the_real_replicaset_with_another_engine_is_nobodys() -> None:
+    owners = ownership(deployment_chain())
+    for change in (
+        {"image": "evil:1"},
+        {"args": ["--port", "8000", "--x"]},
+        {"env": [{"name": "PYTHONPATH", "value": "/x"}]},
+    ):
+        forged = pod(ref("ReplicaSet", "web-6d8f9c"), HASH, {**ENGINE, **change})
+        assert owners.pod_resource(NS, forged) is None, change
+
+
+def test_a_pod_whose_engine_mounts_another_volume_under_the_same_name_is_nobodys() -> None:
+    forged = pod(ref("ReplicaSet", "web-6d8f9c"), HASH)
+    forged["spec"]["volumes"] = [{"name": "engine-config", "configMap": {"name": "forged", "defaultMode": 420}}]
+    assert ownership(deployment_chain()).pod_resource(NS, forged) is None
+
+
+def test_kubernetes_own_additions_to_a_pod_do_not_count() -> None:
+    token = {"name": "kube-api-access-x", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}
+    real = pod(ref("ReplicaSet", "web-6d8f9c"), HASH)
+    real["spec"]["containers"][0]["volumeMounts"].append(token)
+    real["spec"]["volumes"].append({"name": "kube-api-access-x", "projected": {"sources": []}})
+    assert ownership(deployment_chain()).pod_resource(NS, real) == "uid-web"
+
+
+def group_chain(engine: dict[str, Any] = ENGINE) -> Store:
+    lws = ref("LeaderWorkerSet", "web-group", "leaderworkerset.x-k8s.io/v1")
+    leader = pod(ref("StatefulSet", "web-group"), {}, {**engine, "env": [*ENGINE["env"], {"name": "LWS_GROUP_SIZE"}]})
+    leader["metadata"].update(name="web-group-0", uid="uid-Pod-web-group-0")
+    return Store(
+        obj("LeaderWorkerSet", "web-group", SI),
+        obj("StatefulSet", "web-group", lws, template({}, engine)),
+        leader,
+        obj("StatefulSet", "web-group-0", ref("Pod", "web-group-0", "v1"), template({}, engine)),
+    )
+
+
+def test_a_groups_leader_and_workers_are_the_resources() -> None:
+    owners = ownership(group_chain())
+    assert owners.pod_resource(NS, pod(ref("StatefulSet", "web-group"), {})) == "uid-web"
+    worker = pod(
+        ref("StatefulSet", "web-group-0"), {}, {**ENGINE, "env": [*ENGINE["env"], {"name": "LWS_WORKER_INDEX"}]}
+    )
+    assert owners.pod_resource(NS, worker) == "uid-web"
+
+
+def test_a_statefulsets_new_template_is_read_again_after_a_while() -> None:
+    store = group_chain()
+    clock = [0.0]
+    owners = ownership(store, clock)
+    assert owners.pod_resource(NS, pod(ref("StatefulSet", "web-group"), {})) == "uid-web"
+    newer = {**ENGINE, "image": "registry.example.com/runtime:2"}
+    store.objects[("statefulsets", "web-group")]["spec"]["template"] = template({}, newer)
+    assert owners.pod_resource(NS, pod(ref("StatefulSet", "web-group"), {}, newer)) is None  # read 0 s ago
+    clock[0] = 11.0
+    assert owners.pod_resource(NS, pod(ref("StatefulSet", "web-group"), {}, newer)) == "uid-web"
+    reads = store.reads
+    assert owners.pod_resource(NS, pod(ref("StatefulSet", "web-group"), {})) is None  # the old template's pod
+    assert owners.pod_resource(NS, pod(ref("StatefulSet", "web-group"), {})) is None
+    assert store.reads == reads  # a forged or old pod makes at most one read per template every 10 s
