@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from specinfer_operator.cli.files import decode
-from specinfer_operator.cli.kustomize import Patch, locate, patches, read_kustomization
+from specinfer_operator.cli.kustomize import Patch, kustomization_in, locate, patches, read_kustomization
+from specinfer_operator.cli.remote import offline, refuse_remote
 from specinfer_operator.cli.yaml_documents import MAX_BYTES, ManifestError, Parsed, documents
 
 DEFAULT_TIMEOUT = 120.0  # seconds for one build: a remote base is fetched with git
@@ -41,10 +42,12 @@ class BuildError(ManifestError):
 
 @dataclass(frozen=True)
 class BuildOptions:
-    """How kustomizations and charts are built: Helm values files, and the time one build may take."""
+    """How kustomizations and charts are built: Helm values files, the time one build may take, and whether a
+    build may fetch from the network (remote.py)."""
 
     values: tuple[str, ...] = ()
     timeout: float = DEFAULT_TIMEOUT
+    allow_remote: bool = False
 
 
 def tool(name: str, variable: str, needed_for: str) -> str:
@@ -95,12 +98,18 @@ def _drain(process: subprocess.Popen[bytes], deadline: float, what: str) -> tupl
     return bytes(out), bytes(err)
 
 
-def run(command: list[str], timeout: float, what: str) -> str:
-    """What `command` prints, within `timeout` seconds and MAX_BYTES. It runs in a process group of its own
-    (kubectl starts git for a remote base, helm its plugins), killed whole when it overruns."""
+def run(command: list[str], timeout: float, what: str, env: dict[str, str] | None = None) -> str:
+    """What `command` prints, within `timeout` seconds and MAX_BYTES, run with `env` (None: this process's). It
+    runs in a process group of its own (kubectl starts git for a remote base, helm its plugins), killed whole when
+    it overruns."""
     try:
         process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env=env,
         )
     except OSError as error:
         raise MissingToolError(f"cannot run {command[0]}: {error.strerror or error}") from error
@@ -179,8 +188,20 @@ def kustomize(directory: Path, label: str, options: BuildOptions) -> Iterator[Bu
     """The objects `kubectl kustomize DIRECTORY` builds. It is built as the one resource of a kustomization
     asking for buildMetadata (in a temporary directory: the repository is not written), which names each
     object's source file and the kustomizations that transformed it; a build refused that way is built again
-    plainly, for kustomize's message in the repository's own paths."""
+    plainly, for kustomize's message in the repository's own paths. Without --allow-remote, a kustomization that
+    names anything remote is refused before kubectl runs, and kubectl runs offline (remote.py)."""
+    shown = _Shown(label, directory)
+    file = kustomization_in(directory)
+    if file is not None and not options.allow_remote:
+        refuse_remote(file, shown)
     kubectl = tool("kubectl", "SPECINFER_KUBECTL", f"the kustomization {label}")
+    with offline(options.allow_remote) as env:
+        yield from _kustomized(kubectl, directory, label, options, env, shown)
+
+
+def _kustomized(
+    kubectl: str, directory: Path, label: str, options: BuildOptions, env: dict[str, str] | None, shown: _Shown
+) -> Iterator[Built]:
     with tempfile.TemporaryDirectory(prefix="specinfer-kustomize-") as scratch:
         top = Path(scratch).resolve()
         top.joinpath("kustomization.yaml").write_text(
@@ -192,14 +213,13 @@ def kustomize(directory: Path, label: str, options: BuildOptions) -> Iterator[Bu
             )
         )
         try:
-            text = run([kubectl, "kustomize", str(top)], options.timeout, "kubectl kustomize")
+            text = run([kubectl, "kustomize", str(top)], options.timeout, "kubectl kustomize", env)
         except BuildError:
             text = None
     if text is None:
-        text = run([kubectl, "kustomize", str(directory)], options.timeout, "kubectl kustomize")
+        text = run([kubectl, "kustomize", str(directory)], options.timeout, "kubectl kustomize", env)
         yield from ((d, Origin(label, "kustomize")) for d in documents(text) if d.data is not None)
         return
-    shown = _Shown(label, directory)
     applied: dict[Path, list[Patch]] = {}
     for doc in documents(text):
         if doc.data is None:
@@ -243,7 +263,8 @@ def helm_template(directory: Path, label: str, options: BuildOptions) -> Iterato
     `# Source: CHART/templates/x.yaml` line helm writes above it."""
     helm = tool("helm", "SPECINFER_HELM", f"the chart {label}")
     values = [arg for file in options.values for arg in ("--values", file)]
-    text = run([helm, "template", str(directory), *values], options.timeout, "helm template")
+    with offline(options.allow_remote) as env:
+        text = run([helm, "template", str(directory), *values], options.timeout, "helm template", env)
     for chunk in _SEPARATOR.split(text):
         source = _SOURCE.search(chunk)
         template = source.group(1).strip().partition("/")[2] if source else ""

@@ -24,6 +24,7 @@ from specinfer_operator.cli import tune
 from specinfer_operator.cli.builds import DEFAULT_TIMEOUT, BuildOptions, MissingToolError
 from specinfer_operator.cli.manifests import Document, Item, LoadFailure, Skipped, load, load_policy
 from specinfer_operator.cli.matrix import support_matrix
+from specinfer_operator.cli.remote import FLAG
 from specinfer_operator.cli.yaml_documents import ManifestError
 from specinfer_operator.render.admission import check
 from specinfer_operator.render.children import DEFAULT_NPU_RESOURCE, DEFAULT_RUNTIME_IMAGE, RenderDefaults, render
@@ -47,7 +48,7 @@ def _line(doc: Document, problem: Problem, kind: str = "") -> str:
 
 def _build_options(args: argparse.Namespace) -> BuildOptions:
     """validate and render read repositories alike, so they build kustomizations and charts alike."""
-    return BuildOptions(tuple(args.values or ()), args.build_timeout)
+    return BuildOptions(tuple(args.values or ()), args.build_timeout, args.allow_remote)
 
 
 def _name(doc: Document) -> str | None:
@@ -223,6 +224,14 @@ def _build_arguments(command: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"how long one kubectl kustomize or helm template may take (default {DEFAULT_TIMEOUT:g})",
     )
+    command.add_argument(
+        FLAG,
+        action="store_true",
+        help="let kustomize fetch what a kustomization names remotely (a git or HTTP(S) URL in resources, "
+        "components, patches, generators...) and run kubectl and helm with this environment as it is. Without it "
+        "nothing is fetched: such a kustomization is refused in one line naming the file, the field and the "
+        "reference (exit 2), and the tools run with every network fetch blocked",
+    )
 
 
 def parser() -> argparse.ArgumentParser:
@@ -243,8 +252,9 @@ def parser() -> argparse.ArgumentParser:
         "SPECINFER_KUBECTL) and a Helm chart (Chart.yaml) rendered with `helm template` (helm from PATH or "
         "SPECINFER_HELM, values from -f); their own files, and files a kustomization uses as patches, are not "
         "checked alone. A problem in a built object names the directory built, the object, and the patch that set "
-        "the value (or the file the object came from, or its chart template). Other kinds of objects, JSON patches "
-        "and non-object documents are skipped. In CI, before merge: specinfer validate REPO/",
+        "the value (or the file the object came from, or its chart template). Nothing is fetched from the network "
+        f"unless {FLAG} is given: a kustomization naming a remote base or file is refused (exit 2). Other kinds of "
+        "objects, JSON patches and non-object documents are skipped. In CI, before merge: specinfer validate REPO/",
     )
     v.add_argument("paths", nargs="+", metavar="PATH", help="file, directory, or - for standard input")
     v.add_argument("-o", "--output", choices=("text", "json"), default="text")
