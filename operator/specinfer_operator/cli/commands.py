@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, TextIO
 
-import yaml
-
 from specinfer_operator import __version__
 from specinfer_operator.api.crd import crd_yaml, editor_schema
 from specinfer_operator.api.engine import EngineVersions
@@ -24,6 +22,7 @@ from specinfer_operator.cli import tune
 from specinfer_operator.cli.builds import DEFAULT_TIMEOUT, BuildOptions, MissingToolError
 from specinfer_operator.cli.manifests import Document, Item, LoadFailure, Skipped, load, load_policy
 from specinfer_operator.cli.matrix import support_matrix
+from specinfer_operator.cli.output import line, say, write_json, write_yaml
 from specinfer_operator.cli.remote import FLAG
 from specinfer_operator.cli.yaml_documents import ManifestError
 from specinfer_operator.render.admission import check
@@ -89,12 +88,12 @@ def _tally(item: Item, tally: Tally, err: TextIO, verbose: bool) -> Document | N
     """Count a failure or a skip (and say so); hand documents on."""
     if isinstance(item, LoadFailure):
         tally.failed += 1
-        print(str(item), file=err)
+        say(str(item), err)
         return None
     if isinstance(item, Skipped):
         tally.skipped.append(item)
         if verbose:
-            print(str(item), file=err)
+            say(str(item), err)
         return None
     tally.checked += 1
     return item
@@ -106,7 +105,7 @@ def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         policy = load_policy(args.policy) if args.policy else TenantPolicySpec()
     except ManifestError as error:
-        print(f"specinfer validate: --policy {error}", file=err)
+        say(f"specinfer validate: --policy {error}", err)
         return EXIT_UNREADABLE
     for item in load(args.paths, _build_options(args)):
         if isinstance(item, LoadFailure):
@@ -133,14 +132,13 @@ def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         )
         if args.output == "text":
             for problem in report.errors:
-                print(_line(doc, problem), file=out)
+                say(_line(doc, problem), out)
             for warning in warnings:
-                print(_line(doc, warning, "warning: "), file=err)
+                say(_line(doc, warning, "warning: "), err)
     if args.output == "json":
-        json.dump(results, out, indent=2)
-        out.write("\n")
+        write_json(results, out)
     elif not args.quiet:
-        print(tally.summary(), file=err)
+        say(tally.summary(), err)
     return tally.code()
 
 
@@ -171,17 +169,17 @@ def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             continue
         report = check(doc.data)
         for problem in report.errors:
-            print(_line(doc, problem), file=err)
+            say(_line(doc, problem), err)
         for warning in _warnings(doc, report):
-            print(_line(doc, warning, "warning: "), file=err)
+            say(_line(doc, warning, "warning: "), err)
         if report.value is None:
             tally.invalid += 1
             continue
         objects += render(report.value, defaults)
     if tally.code() == EXIT_OK:
-        yaml.safe_dump_all(objects, out, sort_keys=False, width=1000)
+        write_yaml(objects, out)
     if not tally.checked and not tally.failed:
-        print(tally.summary(), file=err)
+        say(tally.summary(), err)
     return tally.code()
 
 
@@ -205,7 +203,7 @@ class Parser(argparse.ArgumentParser):
     """Usage errors in one line, exit 2, as every other refusal of the command."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_UNREADABLE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        self.exit(EXIT_UNREADABLE, line(f"{self.prog}: {message} (see {self.prog} --help)") + "\n")
 
 
 def _build_arguments(command: argparse.ArgumentParser) -> None:
@@ -254,7 +252,9 @@ def parser() -> argparse.ArgumentParser:
         "checked alone. A problem in a built object names the directory built, the object, and the patch that set "
         "the value (or the file the object came from, or its chart template). Nothing is fetched from the network "
         f"unless {FLAG} is given: a kustomization naming a remote base or file is refused (exit 2). Other kinds of "
-        "objects, JSON patches and non-object documents are skipped. In CI, before merge: specinfer validate REPO/",
+        "objects, JSON patches and non-object documents are skipped. Values from the input are printed with control "
+        "characters and line breaks escaped (\\n, \\x1b), in every output. In CI, before merge: specinfer "
+        "validate REPO/",
     )
     v.add_argument("paths", nargs="+", metavar="PATH", help="file, directory, or - for standard input")
     v.add_argument("-o", "--output", choices=("text", "json"), default="text")
@@ -325,7 +325,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
         code: int = args.func(args, out, err)
         out.flush()
     except MissingToolError as error:  # kubectl or helm, needed for a kustomization or a chart
-        print(f"specinfer {args.command}: {error}", file=err)
+        say(f"specinfer {args.command}: {error}", err)
         return EXIT_UNREADABLE
     except BrokenPipeError:
         # `specinfer render ... | head`: the reader went away. Point stdout at /dev/null so that the
@@ -338,7 +338,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
         print("specinfer: interrupted", file=err)
         return EXIT_UNREADABLE
     except Exception as error:  # a bug: still one line, never a traceback
-        print(f"specinfer: unexpected {type(error).__name__}: {error} (please report it)", file=err)
+        say(f"specinfer: unexpected {type(error).__name__}: {error} (please report it)", err)
         return EXIT_UNREADABLE
     return code
 

@@ -17,6 +17,7 @@ from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 from specinfer_operator.cli.files import open_regular
+from specinfer_operator.cli.output import say
 from specinfer_operator.cli.yaml_documents import ManifestError
 from specinfer_operator.measure.acceptance import MAX_POSITIONS
 from specinfer_operator.measure.scrape import LIMIT, Endpoint, ScrapeError, fetch, read
@@ -190,7 +191,7 @@ def cmd_tune(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         entries = pool([counters(s, args.window, sys.stdin) for s in args.sources])
     except SourceError as error:
-        print(f"specinfer tune: {error}", file=err)
+        say(f"specinfer tune: {error}", err)
         return EXIT_UNREADABLE
     rows, profiles = [], []
     for entry in entries:
