@@ -34,3 +34,26 @@ def engine(spec: dict[str, Any]) -> EngineSpec:
 def example(name: str) -> dict[str, Any]:
     data: dict[str, Any] = yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text())
     return data
+
+
+def engine_pod(
+    name: str,
+    config_hash: str = "",
+    waiting: str | None = None,
+    message: str = "",
+    container: str = "engine",
+    policy: str = "File",
+) -> dict[str, Any]:
+    """A pod whose `container` (terminationMessagePolicy `policy`) waits for `waiting` (or runs), its last
+    exit having said `message`, after 4 restarts."""
+    state = {"waiting": {"reason": waiting}} if waiting else {"running": {}}
+    terminated = {"exitCode": 1, "message": message}
+    return {
+        "metadata": {"name": name, "annotations": {"specinfer.io/config-hash": config_hash}},
+        "spec": {"containers": [{"name": container, "terminationMessagePolicy": policy}]},
+        "status": {
+            "containerStatuses": [
+                {"name": container, "restartCount": 4, "state": state, "lastState": {"terminated": terminated}}
+            ]
+        },
+    }

@@ -1,8 +1,12 @@
 """How far what runs is from what the spec asks, from the workload and its pods (pure: no I/O).
 
-The reasons and messages are the cluster's own where it has them (the scheduler's, a crash's termination
-message, the API server refusing a pod), scrubbed of anything that looks like a token before they reach the
-status and events.
+The reasons and messages are the cluster's own where it has them (the scheduler's, the API server refusing
+a pod), scrubbed of anything that looks like a token before they reach the status and events. Of what the
+pods write, only the engine's own termination message is copied: what specinfer-runtime writes to
+/dev/termination-log, in one bounded line. Never a log tail (the kubelet makes one the message of a
+container with terminationMessagePolicy FallbackToLogsOnError, and a process that cannot start prints its
+environment: `PYTHONHOME = '<a Secret's value>'`), nor a sidecar's words: whoever may read the resource
+may not read what its pods read.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from specinfer_operator.api.container import ENGINE_CONTAINER
 from specinfer_operator.render import workload
 from specinfer_runtime.redaction import redact
 
@@ -19,6 +24,7 @@ if TYPE_CHECKING:
 
 NOT_READY_WAITING = ("CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError")
 FAILED_CREATE = "FailedCreate"  # the Deployment's ReplicaFailure: its ReplicaSet's pods were refused
+MAX_SAID = 1024  # characters of a termination message copied
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,20 @@ def unschedulable_message(scheduler: str, need: int, resource: str) -> str:
     return scheduler.strip()
 
 
+def _own_words(pod: dict[str, Any], status: dict[str, Any]) -> str:
+    """What a container that ended said of itself, as the status may show it: the engine's termination
+    message when only its own file can be that message (policy File), in one line, bounded; else its exit
+    code alone."""
+    terminated = _get(status, "lastState", "terminated") or {}
+    code = f"exit code {terminated.get('exitCode', '?')}"
+    name = status.get("name")
+    spec: dict[str, Any] = next((c for c in _get(pod, "spec", "containers") or [] if c.get("name") == name), {})
+    if name != ENGINE_CONTAINER or spec.get("terminationMessagePolicy") != "File":
+        return code
+    said = " ".join(str(terminated.get("message") or "").split())
+    return said[:MAX_SAID] + ("..." if len(said) > MAX_SAID else "") if said else code
+
+
 def pod_problem(pods: list[dict[str, Any]], desired: Desired | None) -> tuple[str, str] | None:
     """The most telling problem among the pods: (reason, message), or None. What a pod wrote is scrubbed of
     anything that looks like a token before it reaches the status and events."""
@@ -77,10 +97,9 @@ def _pod_problem(pods: list[dict[str, Any]], desired: Desired | None) -> tuple[s
                 continue
             name = _get(pod, "metadata", "name")
             if reason == "CrashLoopBackOff":
-                terminated = _get(container, "lastState", "terminated") or {}
-                said = (terminated.get("message") or "").strip() or f"exit code {terminated.get('exitCode', '?')}"
                 restarts = container.get("restartCount", 0)
-                return reason, f"pod {name} restarted {restarts} times; last exit: {said}"
+                which = "" if container.get("name") == ENGINE_CONTAINER else f" of container {container.get('name')}"
+                return reason, f"pod {name} restarted {restarts} times; last exit{which}: {_own_words(pod, container)}"
             return reason, f"pod {name}: {waiting.get('message', reason)}"
     return None
 

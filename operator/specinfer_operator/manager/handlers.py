@@ -15,6 +15,7 @@ from specinfer_operator.controller.context import Context
 from specinfer_operator.controller.pool import CRD_MISSING, POOL_CONDITION
 from specinfer_operator.controller.reconcile import reconcile
 from specinfer_operator.controller.refresh import Refreshes
+from specinfer_operator.platform.ownership import RUNS, made
 from specinfer_operator.render.children import label_selector
 from specinfer_operator.telemetry.loop import Telemetry
 
@@ -84,7 +85,11 @@ def engine_pods(body: kopf.Body, namespace: str | None, **_: Any) -> dict[tuple[
         return {}
     keys = ("name", "namespace", "labels", "annotations", "deletionTimestamp", "ownerReferences")
     metadata = {k: body.metadata.get(k) for k in keys}
-    return {(namespace, owner): {"metadata": metadata, "status": dict(body.status)}}
+    # Of the spec, what the status needs: whose pod it is (ownership.made) and whose words its messages are.
+    spec = dict(body.spec)
+    containers = [{k: c.get(k) for k in ("name", "terminationMessagePolicy")} for c in spec.get("containers") or []]
+    entry = {"metadata": metadata, "spec": {"containers": containers}, "status": dict(body.status)}
+    return {(namespace, owner): {**entry, RUNS: made(metadata["labels"], spec)}}
 
 
 def _context(memo: kopf.Memo, kwargs: dict[str, Any]) -> Context:

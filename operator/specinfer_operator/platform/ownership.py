@@ -60,6 +60,7 @@ MAX_DEPTH = max(len(c) for c in CHAINS) + 1
 KEEP = 10_000  # links remembered; the oldest go first
 RETRY_SECONDS = 60.0  # a link that could not be followed is read again after this long
 REREAD_SECONDS = 10.0  # a template that does not match a pod it claims is read again after this long
+RUNS = "runs"  # where a pod kept without its spec (the operator's pod index) keeps its `made`
 SERVICE_ACCOUNT_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 GROUP_ENV_PREFIX = "LWS_"
 
@@ -156,9 +157,10 @@ class Ownership:
         return None
 
     def pod_resource(self, namespace: str, pod: dict[str, Any]) -> str | None:
-        """resource_of a whole pod."""
+        """resource_of a pod: a whole one, or one kept with its `made` under RUNS."""
         meta = pod.get("metadata") or {}
-        return self.resource_of(namespace, controller(meta), made(meta.get("labels"), pod.get("spec")))
+        runs = pod[RUNS] if RUNS in pod else made(meta.get("labels"), pod.get("spec"))
+        return self.resource_of(namespace, controller(meta), runs)
 
     def _link(self, namespace: str, ref: dict[str, Any], stale: bool = False) -> Link | None:
         """What `ref` names, read once (a dead end again after a while; with `stale`, again if it was read

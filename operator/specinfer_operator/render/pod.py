@@ -177,7 +177,8 @@ def engine_container(
         "readinessProbe": _probe("readiness", probes.readiness if probes else None),
         "livenessProbe": _probe("liveness", probes.liveness if probes else None),
         "terminationMessagePath": "/dev/termination-log",
-        "terminationMessagePolicy": "FallbackToLogsOnError",
+        # What specinfer-runtime writes, and never a log tail: logs may hold what the pod reads from Secrets.
+        "terminationMessagePolicy": "File",
         "securityContext": ENGINE_SECURITY,
     }
     return {k: v for k, v in container.items() if v != []}

@@ -9,7 +9,7 @@ import pytest
 from specinfer_operator.controller.health import pod_problem
 from specinfer_runtime.fetch import fetch_draft
 from specinfer_runtime.redaction import MASK, redact, token_problem
-from tests.support.builders import engine
+from tests.support.builders import engine, engine_pod
 
 TOKEN = "hf_QuiteSecretValue0123"
 DRAFT = {
@@ -58,23 +58,13 @@ def test_a_library_message_quoting_the_token_is_scrubbed_in_every_form() -> None
 
 
 def test_the_operator_scrubs_what_looks_like_a_token_from_what_pods_report() -> None:
-    pod = {
-        "metadata": {"name": "demo-0"},
-        "status": {
-            "containerStatuses": [
-                {
-                    "state": {"waiting": {"reason": "CrashLoopBackOff"}},
-                    "lastState": {"terminated": {"message": f"401 with Authorization: Bearer {TOKEN} (token={TOKEN})"}},
-                    "restartCount": 3,
-                }
-            ]
-        },
-    }
+    said = f"401 with Authorization: Bearer {TOKEN} (token={TOKEN})"
+    pod = engine_pod("demo-0", waiting="CrashLoopBackOff", message=said)
     found = pod_problem([pod], None)
     assert found is not None
     assert TOKEN not in found[1]
     assert "QuiteSecret" not in found[1]
-    assert found[1].startswith("pod demo-0 restarted 3 times; last exit: 401 with Authorization: ***")
+    assert found[1].startswith("pod demo-0 restarted 4 times; last exit: 401 with Authorization: ***")
 
 
 class Refusing:
@@ -93,3 +83,29 @@ def test_a_draft_download_that_fails_never_quotes_its_token(tmp_path: Path) -> N
     assert refused is not None
     assert refused.startswith("cannot download the draft model org/draft with its own token: ValueError")
     assert "QuiteSecret" not in refused
+
+
+LOG_TAIL = "Python path configuration:\n  PYTHONHOME = 'value-of-a-secret'\nFatal Python error: init_fs_encoding"
+
+
+def test_a_log_tail_never_reaches_the_status() -> None:
+    """With FallbackToLogsOnError (a pod rendered by an earlier release), the kubelet makes the last log
+    lines the message: a process that cannot start prints its environment."""
+    found = pod_problem(
+        [engine_pod("demo-0", waiting="CrashLoopBackOff", message=LOG_TAIL, policy="FallbackToLogsOnError")], None
+    )
+    assert found == ("CrashLoopBackOff", "pod demo-0 restarted 4 times; last exit: exit code 1")
+
+
+def test_a_sidecars_words_never_reach_the_status() -> None:
+    found = pod_problem([engine_pod("demo-0", waiting="CrashLoopBackOff", message=LOG_TAIL, container="proxy")], None)
+    assert found == ("CrashLoopBackOff", "pod demo-0 restarted 4 times; last exit of container proxy: exit code 1")
+
+
+def test_the_engines_own_message_is_one_bounded_line() -> None:
+    said = "preflight:\n" + "x" * 5000
+    found = pod_problem([engine_pod("demo-0", waiting="CrashLoopBackOff", message=said)], None)
+    assert found is not None
+    assert "\n" not in found[1]
+    assert found[1].endswith("x...")
+    assert len(found[1]) < 1100

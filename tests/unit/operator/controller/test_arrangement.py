@@ -7,6 +7,7 @@ from typing import Any
 from specinfer_operator.controller import arrangement
 from specinfer_operator.controller.conditions import Observed, Verdict, compute, transitions
 from specinfer_operator.controller.health import health
+from tests.support.builders import engine_pod
 from tests.support.statuses import DESIRED, GOOD, NOW, conditions, deployment, good_status
 
 LATER = "2026-01-01T00:10:00Z"
@@ -14,15 +15,7 @@ PREFLIGHT = "preflight: the draft's vocabulary (32000) differs from the target's
 
 
 def pod(config_hash: str, waiting: str | None = None, message: str = "") -> dict[str, Any]:
-    state = {"waiting": {"reason": waiting}} if waiting else {"running": {}}
-    return {
-        "metadata": {"name": f"pod-{config_hash}", "annotations": {"specinfer.io/config-hash": config_hash}},
-        "status": {
-            "containerStatuses": [
-                {"name": "engine", "restartCount": 4, "state": state, "lastState": {"terminated": {"message": message}}}
-            ]
-        },
-    }
+    return engine_pod(f"pod-{config_hash}", config_hash, waiting, message)
 
 
 def test_a_configuration_serving_everywhere_becomes_the_last_good_one() -> None:

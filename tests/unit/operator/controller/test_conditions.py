@@ -11,7 +11,7 @@ from specinfer_operator.controller.health import unschedulable_message
 from specinfer_operator.controller.publish import status_patch
 from specinfer_operator.controller.refresh import drifted
 from specinfer_operator.render.children import RenderDefaults
-from tests.support.builders import cr, example
+from tests.support.builders import cr, engine_pod, example
 from tests.support.statuses import DESIRED, LATER, NOW, conditions, deployment
 
 
@@ -85,18 +85,7 @@ def test_other_scheduling_reasons_are_passed_on() -> None:
 
 
 def test_crash_loop_shows_the_termination_message_and_restarts() -> None:
-    pod = {
-        "metadata": {"name": "llama3-abc"},
-        "status": {
-            "containerStatuses": [
-                {
-                    "restartCount": 4,
-                    "state": {"waiting": {"reason": "CrashLoopBackOff"}},
-                    "lastState": {"terminated": {"exitCode": 1, "message": "preflight: 4 NPUs visible, 8 needed\n"}},
-                }
-            ]
-        },
-    }
+    pod = engine_pod("llama3-abc", waiting="CrashLoopBackOff", message="preflight: 4 NPUs visible, 8 needed\n")
     observed = Observed(deployment(DESIRED.config_hash, ready=1), [pod])
     ready = next(c for c in compute(3, Verdict(True), DESIRED, observed, {}, NOW)["conditions"] if c["type"] == "Ready")
     assert ready["reason"] == "CrashLoopBackOff"
