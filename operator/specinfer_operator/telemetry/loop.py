@@ -2,8 +2,8 @@
 
 Pods and resources are known from the operator's watches (kopf events feed `pod_event` and
 `resource_event`), so a scrape round makes no API request beyond reading, once, the controller chain of
-a pod it has not seen (platform/ownership.py); the API server sees a status write only when observation.py finds
-one worth making, preceded by one read of the resource to patch its latest status.
+a pod it has not seen (platform/ownership.py); the API server sees a status write (writes.py) only when
+observation.py finds one worth making, preceded by one read of the resource to patch its latest status.
 
 Every pod and every resource is untrusted, and one must not hold up the others. Each resource's round
 starts when it is due and ends when its own scrapes have (each bounded by the scrape deadline); the loop
@@ -31,16 +31,14 @@ from pydantic import ValidationError
 from specinfer_operator.api.labels import INSTANCE_LABEL
 from specinfer_operator.api.rollout import CanarySettings
 from specinfer_operator.api.service import TelemetrySettings
-from specinfer_operator.controller.conditions import MEASURED_CONDITION
 from specinfer_operator.controller.refresh import Refreshes
 from specinfer_operator.measure.scrape import ScrapeError, scrape
 from specinfer_operator.measure.window import Counts, Failure, Figures, History, Sample, aggregate
 from specinfer_operator.platform import metrics
 from specinfer_operator.platform.kube import Kube
 from specinfer_operator.platform.ownership import Ownership
-from specinfer_operator.telemetry import observation
 from specinfer_operator.telemetry.targets import Key, ScrapeConfig, Target, Watched, target_of
-from specinfer_operator.tuning import applied, auto
+from specinfer_operator.telemetry.writes import Writes
 from specinfer_operator.tuning.recommendation import MAX_SCHEDULE_BATCH
 from specinfer_runtime.tokens import SCHEDULE_FIELD
 from specinfer_runtime.tuning import TuningSettings
@@ -82,6 +80,7 @@ class Telemetry:
     ) -> None:
         self.kube, self.lock, self.config, self.now, self.clock, self.wall = kube, lock, config, now, clock, wall
         self.ownership = ownership or Ownership(kube)
+        self.writes = Writes(kube, lock, now, config.refresh)
         # The canary-verdict path (Refreshes.judge_canary), taken after a canary's figures were written.
         self.refreshes = refreshes
         self._watched: dict[Key, Watched] = {}
@@ -268,7 +267,7 @@ class Telemetry:
                 return step()
             except Exception as error:
                 failed.append(name)
-                self._report(key, watched, name, error)
+                self.writes.failure(key, watched, name, error)
                 return None
 
         with self._guard:
@@ -278,36 +277,16 @@ class Telemetry:
             )
         wrote = False
         if figures is not None:
-            wrote = bool(stage("status", lambda: self._publish(key, watched, figures)))
+            wrote = bool(stage("status", lambda: self.writes.figures(key, watched, figures)))
         refreshes = self.refreshes
         if trial is not None:
-            wrote = bool(stage("canary", lambda: self._publish_canary(key, watched, trial))) or wrote
+            wrote = bool(stage("canary", lambda: self.writes.canary(key, watched, trial))) or wrote
             if wrote and refreshes is not None:
                 stage("canary", lambda: refreshes.judge_canary(key))
         if figures is not None and watched.tuning is not None and watched.tuning.mode != "Off":
-            stage("tuning", lambda: self._tune(key, watched, figures, trial))
+            stage("tuning", lambda: self.writes.tuning(key, watched, figures, trial))
         if not failed:
             watched.failed = ""
-
-    def _report(self, key: Key, watched: Watched, stage: str, error: Exception) -> None:
-        """A stage of one resource's round failed: logged and counted, and told on the resource once per
-        distinct failure (an event), so that a failure that persists is not repeated every round."""
-        metrics.TELEMETRY_FAILURES.labels(stage=stage).inc()
-        said = f"{stage}: {type(error).__name__}: {' '.join(str(error).split())}"[:400]
-        if said == watched.failed:
-            log.debug("telemetry of %s/%s still fails at %s", key[0], key[1], said)
-            return
-        watched.failed = said
-        log.exception("telemetry of %s/%s failed at %s", key[0], key[1], stage)
-        message = (
-            f"measuring this resource failed ({said}); its figures are kept as last written, other resources "
-            "are not affected, and the next round tries again"
-        )
-        body = {"metadata": {"namespace": key[0], "name": key[1], "uid": watched.uid}}
-        try:
-            self.kube.event(body, "Warning", "TelemetryFailed", message, self.now())
-        except Exception:  # the API refusing the event too: the log and the metric still say it
-            log.warning("cannot post the TelemetryFailed event of %s/%s", key[0], key[1])
 
     def _window(self, watched: Watched, targets: list[Target], outcomes: dict[Target, Outcome]) -> Figures:
         """Record the samples of `targets` and window them (under the guard); pods that are not the
@@ -326,86 +305,3 @@ class Telemetry:
             history.record(outcome, watched.settings.window_seconds)
         found = aggregate(watched.histories, own, fresh, self.clock(), watched.settings.window_seconds)
         return Figures(found.pods, found.pods_measured, found.seconds, found.counts, tuple(sorted(failures)))
-
-    def _publish(self, key: Key, watched: Watched, figures: Figures) -> bool:
-        """Write what moved in status.speculation.observed; whether it wrote."""
-        namespace, name = key
-        now = self.now()
-        config_hash = watched.status.get("configHash", "")
-        low = any(
-            c.get("type") == MEASURED_CONDITION and c.get("status") == "True"
-            for c in watched.status.get("conditions") or []
-        )
-        metrics.observe_acceptance(namespace, name, watched.uid, observation.observed(figures, config_hash, now), low)
-        refresh = self.config.refresh
-        # A canary is judged against these figures (live, or as its baseline): their evidence is written as
-        # it grows, not only when the ratios move.
-        need = watched.canary_settings.min_draft_tokens if watched.canaries else None
-        if (
-            observation.update(watched.status, figures, watched.settings, watched.generation, now, refresh, need)
-            is None
-        ):
-            return False  # decided on the watched status: no read, no write
-        with self.lock(namespace, name):
-            body = self.kube.resource(namespace, name)
-            if body is None:
-                return False
-            status = body.get("status") or {}
-            if status.get("configHash") != config_hash:
-                return False  # a new configuration since the scrape: these figures are not its own
-            generation = int(body["metadata"].get("generation") or 0)
-            change = observation.update(status, figures, watched.settings, generation, now, refresh, need)
-            if change is None:
-                return False
-            self.kube.patch_status(namespace, name, change.patch)
-            metrics.STATUS_WRITES.labels(writer="telemetry").inc()
-        for kind, reason, message in change.events:
-            # Posted directly: kopf.event needs kopf's context, which this thread does not have.
-            self.kube.event(body, kind, reason, message, now)
-        return True
-
-    def _tune(self, key: Key, watched: Watched, figures: Figures, trial: Figures | None) -> None:
-        """Profiles, recommendation and Auto's moves from this round's figures (auto.py decides)."""
-        namespace, name = key
-        now, settings = self.now(), watched.tuning
-        assert settings is not None
-        seen = observation.measured(watched.status, figures, trial)
-        if auto.update(watched.status, settings, seen, now, watched.max_batch) is None:
-            return  # decided on the watched status: no read, no write
-        with self.lock(namespace, name):
-            body = self.kube.resource(namespace, name)
-            if body is None:
-                return
-            status = body.get("status") or {}
-            change = auto.update(status, settings, observation.measured(status, figures, trial), now, watched.max_batch)
-            if change is None:
-                return
-            if change.apply is not None:  # reconciles the resource: it renders this K, through a canary
-                applied.apply(self.kube, namespace, name, change.family, change.apply)
-            self.kube.patch_status(namespace, name, change.patch)
-            metrics.STATUS_WRITES.labels(writer="tuning").inc()
-            result = (change.patch["tuning"].get("lastChange") or {}).get("result")
-            if result is not None:
-                metrics.TUNING_CHANGES.labels(result=result.lower()).inc()
-        for kind, reason, message in change.events:
-            self.kube.event(body, kind, reason, message, now)
-
-    def _publish_canary(self, key: Key, watched: Watched, figures: Figures) -> bool:
-        """Write the canary's figures (status.rollout.canary.observed) when they moved; whether it wrote."""
-        namespace, name = key
-        now, need, refresh = self.now(), watched.canary_settings.min_draft_tokens, self.config.refresh
-        if observation.canary_update(watched.status, figures, need, now, refresh) is None:
-            return False
-        with self.lock(namespace, name):
-            body = self.kube.resource(namespace, name)
-            status = (body or {}).get("status") or {}
-            measuring = ((watched.status.get("rollout") or {}).get("canary") or {}).get("configHash")
-            record = (status.get("rollout") or {}).get("canary") or {}
-            if body is None or record.get("configHash") != measuring:
-                return False  # another canary since the scrape, or none
-            patch = observation.canary_update(status, figures, need, now, refresh)
-            if patch is None:
-                return False
-            self.kube.patch_status(namespace, name, patch)
-            metrics.STATUS_WRITES.labels(writer="telemetry").inc()
-        return True
