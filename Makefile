@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup run test check lint typecheck unit package e2e engine images crd docs vllm-flags bench bench-operator bench-telemetry bench-hostile bench-tuning bench-load-sweep clean
+.PHONY: setup run test check lint typecheck unit package e2e engine images crd docs vllm-flags bench bench-operator bench-telemetry bench-hostile bench-churn bench-tuning bench-load-sweep clean
 
 setup: $(STAMP)
 
@@ -95,9 +95,13 @@ bench-operator: setup
 bench-telemetry: setup
 	$(BIN)/python -m bench.telemetry
 
-## bench-hostile: a telemetry round over 505 pods with 5 of them hostile, against the round without them
+## bench-hostile: a telemetry round over 505 pods with 16 of them hostile, against the round without them
 bench-hostile: setup
 	$(BIN)/python -m bench.hostile
+
+## bench-churn: 1,000 resources created, measured and deleted: the operator's series and RSS after each batch
+bench-churn: setup
+	$(BIN)/python -m bench.churn
 
 ## bench-tuning: tokens/s at every K and without speculation on a real engine, against the recommended K
 bench-tuning: setup

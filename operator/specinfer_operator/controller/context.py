@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -44,6 +45,23 @@ class EventSink(Protocol):
     def __call__(self, body: dict[str, Any], type: str, reason: str, message: str) -> None: ...
 
 
+class ResourceLock:
+    """One resource's lock. The table keeps it only while someone holds it, or is about to: a lock nobody
+    refers to is held by nobody, so resources created and deleted by the thousand leave none behind."""
+
+    __slots__ = ("__weakref__", "_lock")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> ResourceLock:
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
 @dataclass
 class Context:
     """What every reconcile needs; one per operator process."""
@@ -52,7 +70,9 @@ class Context:
     defaults: RenderDefaults
     events: EventSink
     now: Callable[[], str] = lambda: utc_now()
-    _locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict)
+    _locks: weakref.WeakValueDictionary[tuple[str, str], ResourceLock] = field(
+        default_factory=weakref.WeakValueDictionary
+    )
     _guard: threading.Lock = field(default_factory=threading.Lock)
     # Children are applied concurrently: order is irrelevant (a pod retries mounting its ConfigMap,
     # which exists long before any pod is scheduled) and each apply is a round trip.
@@ -133,10 +153,10 @@ class Context:
             )
         return None
 
-    def lock(self, namespace: str, name: str) -> threading.Lock:
+    def lock(self, namespace: str, name: str) -> ResourceLock:
         """One resource at a time: kopf handles events of its pods concurrently, and each publishes status."""
         with self._guard:
-            return self._locks.setdefault((namespace, name), threading.Lock())
+            return self._locks.setdefault((namespace, name), ResourceLock())
 
 
 def desired_of(

@@ -23,6 +23,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -70,7 +71,7 @@ class Telemetry:
     def __init__(
         self,
         kube: Kube,
-        lock: Callable[[str, str], threading.Lock],
+        lock: Callable[[str, str], AbstractContextManager[object]],
         config: ScrapeConfig,
         now: Callable[[], str],
         ownership: Ownership | None = None,

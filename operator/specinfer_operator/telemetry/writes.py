@@ -8,8 +8,8 @@ configuration changed since the scrape makes these figures another's.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from specinfer_operator.controller.conditions import MEASURED_CONDITION
@@ -28,7 +28,7 @@ class Writes:
     """The status writes of the rounds, through `kube`, under each resource's `lock`."""
 
     kube: Kube
-    lock: Callable[[str, str], threading.Lock]
+    lock: Callable[[str, str], AbstractContextManager[object]]
     now: Callable[[], str]
     refresh: float  # seconds after which unchanged figures are written again (--status-refresh)
 
