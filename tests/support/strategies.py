@@ -11,12 +11,10 @@ Examples are derandomized (the same on every run) unless HYPOTHESIS_PROFILE=expl
 from __future__ import annotations
 
 import copy
-import os
 from pathlib import Path
 from typing import Any
 
 import yaml
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from specinfer_operator.api.crd import crd
@@ -24,11 +22,6 @@ from tests.support.casetable import load_cases
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
-settings.register_profile(
-    "ci", max_examples=300, derandomize=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
-)
-settings.register_profile("explore", max_examples=2000, suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 BASES: list[dict[str, Any]] = [c.resource for c in load_cases() if c.valid] + [
     yaml.safe_load(p.read_text()) for p in sorted(EXAMPLES.glob("*.yaml"))

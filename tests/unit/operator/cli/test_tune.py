@@ -7,13 +7,12 @@ import json
 import tempfile
 import threading
 from collections.abc import Iterator
-from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import tests.support.strategies  # noqa: F401  (the ci profile)
@@ -154,7 +153,6 @@ FLAGS = st.lists(
 
 
 @given(st.lists(st.lists(LINES, max_size=12), min_size=1, max_size=3), FLAGS)
-@settings(deadline=timedelta(seconds=5))
 def test_no_input_reaches_an_unexpected_error(files: list[list[str]], flags: list[tuple[str, str]]) -> None:
     with tempfile.TemporaryDirectory() as directory:
         paths = []

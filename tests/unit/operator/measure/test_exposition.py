@@ -26,7 +26,7 @@ def fed(body: bytes, cuts: list[int]) -> list[tuple[str, dict[str, str], float]]
     return [(s.name, s.labels, s.value) for s in reader.close()]
 
 
-@settings(deadline=None, max_examples=200)
+@settings(max_examples=200)
 @given(st.lists(st.integers(0, len(REAL)), max_size=40))
 def test_the_same_samples_however_the_body_is_cut(cuts: list[int]) -> None:
     assert fed(REAL, cuts) == [(s.name, s.labels, s.value) for s in WHOLE]
@@ -77,7 +77,7 @@ def reference_unescape(raw: str) -> str:
     return re.sub(r"\\(.)", lambda m: {"\\": "\\", '"': '"', "n": "\n"}.get(m.group(1), m.group(0)), raw)
 
 
-@settings(deadline=None, max_examples=500)
+@settings(max_examples=500)
 @given(st.lists(st.sampled_from(["a", "n", "\\\\", '\\"', "\\n", "\\t", "\\a", "é"]), max_size=30))
 def test_unescaping_by_splitting_agrees_with_one_pair_at_a_time(pieces: list[str]) -> None:
     raw = "".join(pieces)
