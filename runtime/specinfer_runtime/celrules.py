@@ -85,6 +85,10 @@ def _split(text: str, separator: str) -> list[str]:
     return text.split(separator)
 
 
+def _join(values: list[str], separator: str) -> str:
+    return separator.join(values)
+
+
 def _replace(text: str, old: str, new: str) -> str:
     return text.replace(old, new)
 
@@ -180,6 +184,7 @@ KUBERNETES_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "sum": _sum,
     "format": _format,
     "split": _split,
+    "join": _join,
     "replace": _replace,
     "trim": _trim,
     "lowerAscii": _lower_ascii,

@@ -1,43 +1,45 @@
 """The tenant policy: what a SpeculativeInference may ask of its engine pods, as the platform team sets it.
 
-Whoever may create a SpeculativeInference gets pods made by the operator, so the pod template overlay
-and the model sources would otherwise reach whatever a pod can: any host path, NFS server or image,
-sidecars as root, the namespace's service accounts. A cluster-scoped SpeculativeInferencePolicy (the
-chart installs one, from its values) says what is allowed; its defaults allow the Ascend driver's host
-paths read-only and nothing else beyond the ordinary volume types.
+Whoever may create a SpeculativeInference gets pods made by the operator, so every field that reaches a pod
+or a Service would otherwise reach whatever a pod can: any host path, NFS server, CSI driver, Secret of the
+namespace or image, sidecars as root, the namespace's service accounts, any priority, scheduler, runtime class
+or node. A cluster-scoped SpeculativeInferencePolicy (the chart installs one, from its values) says what is
+allowed; its defaults allow the Ascend driver's host paths read-only, the ordinary volume types, the Secrets the
+documented examples use, and nothing else that reaches beyond the tenant's own pods (reach.py lists every field
+of the spec and what governs it).
 
-The rules are CEL over the resource (`object`) and the policy (`params`), written once: a
-ValidatingAdmissionPolicy with the policy as its parameter enforces them at `kubectl apply`, and the
-operator and `specinfer validate` evaluate the same expressions in-process (policy_problems).
+The rules are CEL over the resource (`object`) and the policy (`params`), written once (policy_volumes,
+policy_secrets, policy_pods, policy_placement): a ValidatingAdmissionPolicy with the policy as its parameter
+enforces them at `kubectl apply`, and the operator and `specinfer validate` evaluate the same expressions
+in-process (policy_problems).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from specinfer_operator.api.container import ABSOLUTE_PATH
+from specinfer_operator.api.container import ABSOLUTE_PATH, RESOURCE_NAME, ObjectName
 from specinfer_operator.api.engine import DEFAULT_RULES, EngineVersions
 from specinfer_operator.api.metadata import ObjectMeta
 from specinfer_operator.api.overlay import VOLUME_SOURCES
+from specinfer_operator.api.placement import INT_BOUND
+from specinfer_operator.api.policy_placement import PLACEMENT_RULES
+from specinfer_operator.api.policy_pods import POD_RULES
+from specinfer_operator.api.policy_secrets import SECRET_RULES
+from specinfer_operator.api.policy_volumes import VOLUME_RULES
 from specinfer_operator.api.resource import API_VERSION
 from specinfer_runtime.base import Section
-from specinfer_runtime.celrules import Rule, along
+from specinfer_runtime.celrules import Rule
+from specinfer_runtime.names import DNS_SUBDOMAIN
 from specinfer_runtime.validation import Problem, rule_violations
 
 POLICY_KIND = "SpeculativeInferencePolicy"
 POLICY_PLURAL = "speculativeinferencepolicies"
 VolumeType = Literal["emptyDir", "hostPath", "configMap", "secret", "persistentVolumeClaim", "nfs", "csi"]
-DEFAULT_VOLUME_TYPES: tuple[VolumeType, ...] = (
-    "emptyDir",
-    "hostPath",
-    "configMap",
-    "secret",
-    "persistentVolumeClaim",
-    "csi",
-)
+# NFS and CSI reach beyond the cluster's own storage: each needs its servers or drivers listed as well.
+DEFAULT_VOLUME_TYPES: tuple[VolumeType, ...] = ("emptyDir", "hostPath", "configMap", "secret", "persistentVolumeClaim")
 # The host paths of the Ascend driver and its tools, as Ascend's own device plugin examples mount them.
 ASCEND_HOST_PATHS = (
     "/usr/local/Ascend/driver",
@@ -46,6 +48,11 @@ ASCEND_HOST_PATHS = (
     "/usr/local/bin/npu-smi",
     "/etc/ascend_install.info",
 )
+# The Secrets the documented examples name: the Hub token and vLLM's API key.
+DEFAULT_SECRETS = ("hf-token", "vllm-api-key")
+# What the Ascend device plugin advertises: Atlas 800 (910, 910B, 910C) and Atlas 300I (310P) NPUs.
+ASCEND_RESOURCES = ("huawei.com/Ascend910", "huawei.com/Ascend310P")
+DEFAULT_GRACE_SECONDS = 3600
 
 
 class HostPathPrefix(Section):
@@ -58,7 +65,9 @@ class HostPathPrefix(Section):
         "/data/models, not /database).",
     )
     read_only: bool = Field(
-        default=True, description="Only read-only mounts (a model, the driver); false also allows writing."
+        default=True,
+        description="Only read-only mounts (a model, the driver); false also allows writing, and hostPath types "
+        "that create what is missing (DirectoryOrCreate, FileOrCreate).",
     )
 
 
@@ -68,6 +77,15 @@ def _ascend_paths() -> list[HostPathPrefix]:
 
 ImagePrefix = Annotated[str, Field(min_length=1, max_length=512)]
 ServerName = Annotated[str, Field(min_length=1, max_length=253)]
+Name = Annotated[str, Field(max_length=253, pattern=DNS_SUBDOMAIN)]
+# A Secret's name, or a prefix of names ending in * (`team-a-*`; `*` alone: every Secret).
+SecretPattern = Annotated[str, Field(max_length=253, pattern=r"^([a-z0-9][-a-z0-9.]*)?[*]$|" + DNS_SUBDOMAIN)]
+ResourceName = Annotated[str, Field(max_length=253, pattern=RESOURCE_NAME)]
+ServiceType = Literal["ClusterIP", "NodePort", "LoadBalancer"]
+
+
+def _names(*names: str) -> Any:
+    return lambda: list(names)
 
 
 class TenantPolicySpec(Section):
@@ -81,15 +99,30 @@ class TenantPolicySpec(Section):
         "namespaces run the Ascend container runtime instead of mounting the driver.",
     )
     allowed_volume_types: list[VolumeType] = Field(
-        default_factory=lambda: list(DEFAULT_VOLUME_TYPES),
+        default_factory=_names(*DEFAULT_VOLUME_TYPES),
         max_length=len(VOLUME_SOURCES),
-        description="Volume sources of spec.podTemplate.spec.volumes; hostPath is further limited by "
-        "allowedHostPaths and nfs by allowedNfsServers.",
+        description="Volume types a pod may get: the sources of spec.podTemplate.spec.volumes, and the volumes typed "
+        "sources become (a model, draft or hidden-state pvc or hostPath, resources.modelCacheClaim). hostPath is "
+        "further limited by allowedHostPaths, nfs by allowedNfsServers and csi by allowedCsiDrivers.",
     )
     allowed_nfs_servers: list[ServerName] = Field(
         default_factory=list,
         max_length=64,
         description="NFS servers (exactly as written in a volume) a pod may mount; none by default.",
+    )
+    allowed_csi_drivers: list[Name] = Field(
+        default_factory=list,
+        max_length=64,
+        description="CSI drivers whose inline volumes a pod may get (csi must also be an allowed volume type); none "
+        "by default: a driver may mount anything its volumeAttributes name.",
+    )
+    allowed_secrets: list[SecretPattern] = Field(
+        default_factory=_names(*DEFAULT_SECRETS),
+        max_length=64,
+        description="Secrets of its namespace a resource may name, wherever: env, envFrom and imagePullSecrets of "
+        "the engine, env and envFrom of sidecars and init containers, secret and CSI volumes, Hub tokens. A "
+        "name, or a prefix ending in * (team-a-*; * alone allows every Secret, as Kubernetes does for whoever "
+        "may create pods). The documented examples' hf-token and vllm-api-key by default.",
     )
     sidecars_may_run_as_root: bool = Field(
         default=False,
@@ -108,7 +141,61 @@ class TenantPolicySpec(Section):
         default_factory=list,
         max_length=64,
         description="Prefixes (e.g. registry.example.com/ml/) that spec.runtime.image and every sidecar image "
-        "must start with; any image when empty.",
+        "must be under, compared component by component after the image is parsed as a reference "
+        "([registry/]path[:tag][@digest]); any image when empty.",
+    )
+    allowed_runtime_classes: list[ObjectName] = Field(
+        default_factory=list,
+        max_length=64,
+        description="RuntimeClasses spec.podTemplate.spec.runtimeClassName may name, e.g. the Ascend container "
+        "runtime's; none by default (the nodes' default runtime).",
+    )
+    allowed_schedulers: list[Name] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Schedulers spec.placement.schedulerName may name besides default-scheduler, e.g. volcano; "
+        "none by default.",
+    )
+    allowed_priority_classes: list[Name] = Field(
+        default_factory=list,
+        max_length=64,
+        description="PriorityClasses spec.placement.priorityClassName may name; when empty, any but the system-* "
+        "ones (system-node-critical, system-cluster-critical), which preempt the cluster's own pods.",
+    )
+    tolerate_all_taints_allowed: bool = Field(
+        default=False,
+        description="Whether a toleration may leave out its key, tolerating every taint (of its effect), the "
+        "control plane's and those that keep nodes for other teams included.",
+    )
+    control_plane_allowed: bool = Field(
+        default=False,
+        description="Whether pods may select control-plane nodes (node-role.kubernetes.io/control-plane or master, "
+        "in nodeSelector or node affinity with In or Exists) or tolerate their taint.",
+    )
+    max_termination_grace_period_seconds: int = Field(
+        default=DEFAULT_GRACE_SECONDS,
+        ge=0,
+        le=INT_BOUND,
+        description="The longest spec.podTemplate.spec.terminationGracePeriodSeconds: how long a stopping pod may "
+        "hold its node's NPUs (and a node drain).",
+    )
+    allowed_service_types: list[ServiceType] = Field(
+        default_factory=_names("ClusterIP"),
+        min_length=1,
+        max_length=3,
+        description="Types spec.service.type may be; ClusterIP by default. NodePort opens a port on every node, "
+        "LoadBalancer an address outside the cluster.",
+    )
+    allowed_npu_resource_names: list[ResourceName] = Field(
+        default_factory=_names(*ASCEND_RESOURCES),
+        max_length=64,
+        description="Extended resources spec.resources.npuResourceName may name (a ResourceQuota counts each "
+        "apart); the Ascend device plugin's by default. Unset, the operator's --npu-resource-name applies.",
+    )
+    app_armor_unconfined_allowed: bool = Field(
+        default=False,
+        description="Whether pod annotations container.apparmor.security.beta.kubernetes.io/* may set a profile "
+        "other than runtime/default or localhost/* (unconfined), which Pod Security baseline refuses.",
     )
 
     default_engine_versions: EngineVersions | None = Field(
@@ -128,168 +215,7 @@ class SpeculativeInferencePolicy(Section):
     spec: TenantPolicySpec = Field(default_factory=TenantPolicySpec, description="The limits.")
 
 
-# --- the rules: `object` is the SpeculativeInference, `params` the policy ---------------------------------
-
-SPEC = "object.spec"
-OVERLAY = f"{SPEC}.podTemplate.spec"
-ALLOWED = "params.spec.allowedHostPaths"
-WHY = "the tenant policy (SpeculativeInferencePolicy, set by the platform team)"
-
-
-def _under(path: str, writable: bool = False) -> str:
-    """CEL: `path` is an allowed host path (for writing, when `writable`)."""
-    match = f"({path} == a.pathPrefix || {path}.startsWith(a.pathPrefix + '/'))"
-    return f"{ALLOWED}.exists(a, {match}{' && !a.readOnly' if writable else ''})"
-
-
-def _mounted_writable(volume: str) -> str:
-    """CEL: a container mounts the overlay volume `volume` without readOnly."""
-    writes = f"m.name == {volume}.name && !(has(m.readOnly) && m.readOnly)"
-    return " || ".join(
-        [
-            f"(has({SPEC}.runtime.volumeMounts) && {SPEC}.runtime.volumeMounts.exists(m, {writes}))",
-            *(
-                f"(has({OVERLAY}.{g}) && {OVERLAY}.{g}.exists(c, has(c.volumeMounts) && c.volumeMounts.exists(m, "
-                f"{writes})))"
-                for g in ("containers", "initContainers")
-            ),
-        ]
-    )
-
-
-_ALLOWED_LIST = f"{ALLOWED}.map(a, a.pathPrefix + (a.readOnly ? ' (read-only)' : ''))"
-_VOLUMES = f"{OVERLAY}.volumes"
-
-
-def _host_rule(path: str, what: str, writable: bool) -> Rule:
-    """The host path at `path` (a model, draft or hidden-state source), where set, is allowed."""
-    return Rule(
-        id="policy",
-        rule=along(path, lambda p: _under(p, writable)),
-        message=f"host path %s is not allowed {'for writing ' if writable else ''}by {WHY}, which allows %s: {what}",
-        args=(path, _ALLOWED_LIST),
-        field_path=path.removeprefix("object"),
-        reason="FieldValueForbidden",
-    )
-
-
-def _volume_rule(ok: Callable[[str], str], shown: str, message: str, allowed: str) -> Rule:
-    """Every overlay volume passes `ok` (CEL of a volume); the message names `shown` (a field of the volume,
-    e.g. `hostPath.path`) of those that do not, and `allowed` (CEL) what the policy allows."""
-    return Rule(
-        id="policy",
-        rule=along(f"{_VOLUMES}[]", ok),
-        message=message,
-        args=(f"{_VOLUMES}.filter(v, !({ok('v')})).map(v, v.{shown})", allowed),
-        field_path=".spec.podTemplate.spec.volumes",
-        reason="FieldValueForbidden",
-    )
-
-
-def _type_allowed(v: str) -> str:
-    return " && ".join(f"(!has({v}.{t}) || '{t}' in params.spec.allowedVolumeTypes)" for t in VOLUME_SOURCES)
-
-
-def _containers(test: Callable[[str], str]) -> str:
-    """CEL: `test` holds for every sidecar and init container of the overlay."""
-    return " && ".join(along(f"{OVERLAY}.{g}[]", test) for g in ("containers", "initContainers"))
-
-
-def _context(container: str, field: str) -> str:
-    return f"has({container}.securityContext) && has({container}.securityContext.{field})"
-
-
-def _not_root(c: str) -> str:
-    pod = f"{OVERLAY}.securityContext"
-    pod_has = f"has({pod})"
-    pod_user = f"({pod_has} && has({pod}.runAsUser) ? {pod}.runAsUser : -1)"
-    user = f"({_context(c, 'runAsUser')} ? {c}.securityContext.runAsUser : {pod_user})"
-    non_root = (
-        f"({_context(c, 'runAsNonRoot')} ? {c}.securityContext.runAsNonRoot : "
-        f"({pod_has} && has({pod}.runAsNonRoot) && {pod}.runAsNonRoot))"
-    )
-    return f"({user} > 0 || ({user} == -1 && {non_root}))"
-
-
-def _images(c: str) -> str:
-    return f"params.spec.allowedImagePrefixes.exists(p, {c}.image.startsWith(p))"
-
-
-_FREE_IMAGES = "size(params.spec.allowedImagePrefixes) == 0"
-
-POLICY_RULES: tuple[Rule, ...] = (
-    _volume_rule(
-        lambda v: f"!has({v}.hostPath) || {_under(f'{v}.hostPath.path')}",
-        "hostPath.path",
-        f"host paths %s are not allowed by {WHY}, which allows %s: use a PersistentVolumeClaim, or ask the "
-        "platform team to allow the path",
-        _ALLOWED_LIST,
-    ),
-    _volume_rule(
-        lambda v: f"!has({v}.hostPath) || !({_mounted_writable(v)}) || {_under(f'{v}.hostPath.path', True)}",
-        "hostPath.path",
-        f"host paths %s are mounted writable, which {WHY} does not allow (it allows %s): mount them with "
-        "readOnly: true",
-        _ALLOWED_LIST,
-    ),
-    _host_rule(f"{SPEC}.model.source.hostPath.path", "use a PVC source", False),
-    _host_rule(f"{SPEC}.speculative.draftModel.source.hostPath.path", "use a PVC source", False),
-    _host_rule(f"{SPEC}.speculative.hiddenStates.storage.hostPath.path", "use a PVC for the hidden states", True),
-    _volume_rule(
-        _type_allowed,
-        "name",
-        f"volumes %s are of types {WHY} does not allow (it allows %s): use another volume type",
-        "params.spec.allowedVolumeTypes",
-    ),
-    _volume_rule(
-        # A type refused already says it all: the server is judged once the type is allowed.
-        lambda v: (
-            f"!has({v}.nfs) || !('nfs' in params.spec.allowedVolumeTypes) || {v}.nfs.server in "
-            "params.spec.allowedNfsServers"
-        ),
-        "nfs.server",
-        f"NFS servers %s are not allowed by {WHY}, which allows %s: use an allowed server, or a PersistentVolumeClaim",
-        "params.spec.allowedNfsServers",
-    ),
-    Rule(
-        id="policy",
-        rule=f"params.spec.sidecarsMayRunAsRoot || ({_containers(_not_root)})",
-        message=f"{WHY} runs sidecars and init containers only as a user other than root: set runAsUser (not 0) or "
-        "runAsNonRoot: true in their securityContext, or in spec.podTemplate.spec.securityContext",
-        field_path=".spec.podTemplate.spec.containers",
-        reason="FieldValueForbidden",
-    ),
-    Rule(
-        id="policy",
-        rule="params.spec.sidecarsMayEscalate || ("
-        + _containers(
-            lambda c: f"!({_context(c, 'allowPrivilegeEscalation')}) || !{c}.securityContext.allowPrivilegeEscalation"
-        )
-        + ")",
-        message=f"{WHY} does not allow sidecars and init containers allowPrivilegeEscalation true: remove it",
-        field_path=".spec.podTemplate.spec.containers",
-        reason="FieldValueForbidden",
-    ),
-    Rule(
-        id="policy",
-        rule=f"params.spec.serviceAccountNameAllowed || !has({SPEC}.podTemplate) || !has({OVERLAY}) "
-        f"|| !has({OVERLAY}.serviceAccountName)",
-        message=f"{WHY} does not allow choosing the pods' ServiceAccount (it would run them as any ServiceAccount "
-        "of the namespace, with its token): remove serviceAccountName",
-        field_path=".spec.podTemplate.spec.serviceAccountName",
-        reason="FieldValueForbidden",
-    ),
-    Rule(
-        id="policy",
-        rule=f"{_FREE_IMAGES} || ((!has({SPEC}.runtime.image) || {_images(f'{SPEC}.runtime')}) "
-        f"&& ({_containers(_images)}))",
-        message=f"{WHY} allows only images that start with one of %s: use an image from an allowed registry",
-        args=("params.spec.allowedImagePrefixes",),
-        field_path=".spec.runtime.image",
-        reason="FieldValueForbidden",
-    ),
-    *DEFAULT_RULES,
-)
+POLICY_RULES: tuple[Rule, ...] = (*VOLUME_RULES, *SECRET_RULES, *POD_RULES, *PLACEMENT_RULES, *DEFAULT_RULES)
 
 
 def policy_problems(resource: dict[str, Any], policy: TenantPolicySpec) -> list[Problem]:

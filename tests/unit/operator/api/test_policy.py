@@ -12,17 +12,17 @@ from specinfer_operator.api.policy import TenantPolicySpec, policy_problems
 from specinfer_operator.render.admission import check
 from tests.support.builders import resource
 from tests.support.cli import refused, specinfer
-from tests.support.policycases import CASES, spec_of
+from tests.support.policycases import CASES, Refused, paths, spec_of
 
 ROOT = Path(__file__).resolve().parents[4]
 
 
 @pytest.mark.parametrize(("name", "extra", "policy", "path"), CASES, ids=[c[0] for c in CASES])
-def test_what_the_policy_refuses(name: str, extra: dict[str, Any], policy: dict[str, Any], path: str | None) -> None:
+def test_what_the_policy_refuses(name: str, extra: dict[str, Any], policy: dict[str, Any], path: Refused) -> None:
     report = check(resource(spec_of(extra)))
     assert report.value is not None, report.errors  # valid without a policy: the policy alone decides
     found = policy_problems(report.value.dump(), TenantPolicySpec.model_validate(policy))
-    assert [p.path for p in found] == ([path] if path else [])
+    assert [p.path for p in found] == paths(path)
     for problem in found:  # what the platform team forbids, or what its default image cannot run
         assert (problem.rule, "tenant policy" in problem.message) in {("policy", True), ("engine", False)}
         assert problem.rule == "policy" or "the default runtime image runs" in problem.message
