@@ -408,6 +408,20 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], Refused]] = [
         {},
         "spec.resources.npuResourceName",
     ),
+    ("a budget that lets no pod go", {"disruptionBudget": {"maxUnavailable": 0}}, {}, "spec.disruptionBudget"),
+    (
+        "a budget that keeps every pod",
+        {"disruptionBudget": {"minAvailable": 1}},
+        {},
+        "spec.disruptionBudget",
+    ),
+    ("a budget that lets one pod go", {"disruptionBudget": {"maxUnavailable": 1}}, {}, None),
+    (
+        "a budget that lets no pod go, allowed",
+        {"disruptionBudget": {"maxUnavailable": 0}},
+        {"drainBlockingBudgetsAllowed": True},
+        None,
+    ),
     ("an Ascend 310P", {"resources": {"npuResourceName": "huawei.com/Ascend310P"}}, {}, None),
     # Image references are parsed before a prefix is compared.
     (

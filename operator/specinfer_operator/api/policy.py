@@ -192,6 +192,11 @@ class TenantPolicySpec(Section):
         description="Extended resources spec.resources.npuResourceName may name (a ResourceQuota counts each "
         "apart); the Ascend device plugin's by default. Unset, the operator's --npu-resource-name applies.",
     )
+    drain_blocking_budgets_allowed: bool = Field(
+        default=False,
+        description="Whether spec.disruptionBudget may let no pod be evicted (maxUnavailable 0, or minAvailable as "
+        "many as the pods), which holds every drain of the pods' nodes, for upgrades or repairs, until it is deleted.",
+    )
     app_armor_unconfined_allowed: bool = Field(
         default=False,
         description="Whether pod annotations container.apparmor.security.beta.kubernetes.io/* may set a profile "

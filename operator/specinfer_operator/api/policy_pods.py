@@ -75,6 +75,17 @@ def _listed(path: str, allowed: str, message: str) -> Rule:
 _ANNOTATIONS = f"{SPEC}.podTemplate.metadata.annotations"
 
 
+_BUDGET = f"{SPEC}.disruptionBudget"
+# Engine pods: replicas, each a group of parallelism.nodes pods.
+_PODS = f"{SPEC}.replicas * ({present(f'{SPEC}.parallelism.nodes')} ? {SPEC}.parallelism.nodes : 1)"
+
+
+def _evicts(budget: str) -> str:
+    """CEL: the disruption budget `budget` lets a drain evict a pod while every pod is up."""
+    least = f"{budget}.minAvailable"
+    return f"(has({budget}.maxUnavailable) ? {budget}.maxUnavailable >= 1 : ({least} == 0 || {least} < {_PODS}))"
+
+
 def _confined(key: str) -> str:
     value = f"{_ANNOTATIONS}[{key}]"
     return f"!{key}.startsWith('{APPARMOR}') || {value} == '{CONFINED[0]}' || {value}.startsWith('{CONFINED[1]}')"
@@ -132,6 +143,14 @@ POD_RULES: tuple[Rule, ...] = (
         f"{CONFINED[1]} profile, as Pod Security baseline requires: use one of those, or remove the annotation",
         ".spec.podTemplate.metadata.annotations",
         (f"{_ANNOTATIONS}.filter(k, !({_confined('k')})).map(k, k + '=' + {_ANNOTATIONS}[k])",),
+    ),
+    forbid(
+        f"params.spec.drainBlockingBudgetsAllowed || {along(_BUDGET, _evicts)}",
+        f"disruptionBudget lets none of the %d pods be evicted (maxUnavailable 0, or minAvailable as many as the "
+        f"pods), which holds every drain of their nodes until the budget goes, and {WHY} does not allow it: set "
+        "maxUnavailable: 1",
+        ".spec.disruptionBudget",
+        (_PODS,),
     ),
     _listed(
         f"{SPEC}.resources.npuResourceName",
