@@ -75,9 +75,11 @@ crd: setup
 	$(BIN)/specinfer crd > crds/speculativeinference.yaml
 	cp crds/speculativeinference.yaml charts/specinfer-operator/crds/speculativeinference.yaml
 
-## docs: regenerate the support matrix (docs/support-matrix.md) from the runtime's compatibility table
+## docs: regenerate the support matrix (docs/support-matrix.md) from the runtime's compatibility table, and the
+## table of every spec field in docs/security.md from operator/specinfer_operator/api/reach.py
 docs: setup
 	$(BIN)/specinfer support-matrix > docs/support-matrix.md
+	$(BIN)/python -m hack.security_fields docs/security.md
 
 ## vllm-flags: regenerate the table of vllm serve's flags (and which the operator owns) and of --compilation-config's keys from the engine venv's vLLM
 vllm-flags: setup

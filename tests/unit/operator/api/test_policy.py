@@ -10,9 +10,10 @@ import yaml
 
 from specinfer_operator.api.policy import TenantPolicySpec, policy_problems
 from specinfer_operator.render.admission import check
-from tests.support.builders import resource
+from tests.support.builders import EXAMPLES, resource
 from tests.support.cli import refused, specinfer
 from tests.support.policycases import CASES, Refused, paths, spec_of
+from tests.unit.test_docs import YAML_BLOCK
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -81,3 +82,22 @@ def test_a_policy_among_manifests_is_skipped_not_checked_as_a_resource(tmp_path:
     result = specinfer("validate", "-v", str(tmp_path))
     assert result.returncode == 0
     assert "skipped: a SpeculativeInferencePolicy" in result.stderr
+
+
+def documented() -> list[tuple[str, Any]]:
+    """Every SpeculativeInference of examples/ and of the docs' YAML blocks, by where it is."""
+    found = [(str(p.relative_to(ROOT)), yaml.safe_load(p.read_text())) for p in sorted(EXAMPLES.rglob("*.yaml"))]
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for i, block in enumerate(YAML_BLOCK.findall(page.read_text())):
+            for document in yaml.safe_load_all(block):
+                if isinstance(document, dict) and document.get("kind") == "SpeculativeInference":
+                    found.append((f"{page.relative_to(ROOT)} block {i}", document))
+    return found
+
+
+def test_every_documented_resource_passes_the_default_policy() -> None:
+    """The defaults keep what the docs show working: each valid example is valid under the chart's policy too."""
+    valid = [(where, data) for where, data in documented() if check(data).ok]
+    assert len(valid) >= 30
+    refused = {where: [str(p) for p in check(data, TenantPolicySpec()).errors] for where, data in valid}
+    assert {where: errors for where, errors in refused.items() if errors} == {}
