@@ -104,6 +104,31 @@ def test_the_charts_policy_refuses_at_kubectl_apply_what_the_operator_and_valida
         cluster.kubectl("delete", "-f", "-", "--wait=false", stdin=yaml.safe_dump_all(installed), check=False)
 
 
+def test_a_policy_that_leaves_fields_out_has_their_defaults_at_kubectl_apply_too(
+    cluster: Cluster, namespaces: list[str]
+) -> None:
+    """The operator reads a policy with pydantic's defaults; the API server fills the CRD's, on create and on read,
+    so that the admission policy's `params.spec` has every field the rules read."""
+    namespace = make_namespace(cluster, namespaces)
+    installed = chart_policy(cluster, f"partial-{namespace}", namespace, {})
+    partial = {"allowedSecrets": ["team-a-*"]}
+    installed[0]["spec"] = partial
+    cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(installed))
+    try:
+        stored = cluster.get("specinferpolicy", installed[0]["metadata"]["name"])["spec"]
+        assert stored == TenantPolicySpec.model_validate(partial).dump()
+        node_port = manifest(one_pod({"service": {"type": "NodePort"}}))
+        said = wait_until("the tenant policy bound", lambda: dry_run(cluster, namespace, node_port))
+        report = check(node_port)
+        assert report.value is not None
+        (expected,) = policy_problems(report.value.dump(), TenantPolicySpec.model_validate(partial))
+        assert expected.message.split(":")[0] in said, said
+        theirs = manifest(one_pod({"runtime": {"envFrom": [{"secretRef": {"name": "team-a-db"}}]}}))
+        assert dry_run(cluster, namespace, theirs) == ""
+    finally:
+        cluster.kubectl("delete", "-f", "-", "--wait=false", stdin=yaml.safe_dump_all(installed), check=False)
+
+
 @pytest.mark.usefixtures("operator")
 def test_the_operator_enforces_the_policy_and_keeps_the_last_valid_configuration(
     cluster: Cluster, namespace: str

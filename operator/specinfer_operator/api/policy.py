@@ -16,6 +16,7 @@ in-process (policy_problems).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
@@ -30,7 +31,7 @@ from specinfer_operator.api.policy_pods import POD_RULES
 from specinfer_operator.api.policy_secrets import SECRET_RULES
 from specinfer_operator.api.policy_volumes import VOLUME_RULES
 from specinfer_operator.api.resource import API_VERSION
-from specinfer_runtime.base import Section
+from specinfer_runtime.base import Section, section_field
 from specinfer_runtime.celrules import Rule
 from specinfer_runtime.names import DNS_SUBDOMAIN
 from specinfer_runtime.validation import Problem, rule_violations
@@ -84,40 +85,47 @@ ResourceName = Annotated[str, Field(max_length=253, pattern=RESOURCE_NAME)]
 ServiceType = Literal["ClusterIP", "NodePort", "LoadBalancer"]
 
 
-def _names(*names: str) -> Any:
+def _names(*names: str) -> Callable[[], list[str]]:
     return lambda: list(names)
+
+
+def _default(factory: Callable[[], list[Any]]) -> dict[str, Any]:
+    """A list's default, in the model and in the CRD: the API server fills it in a policy that leaves it out (on
+    create and on read), as the operator does, so that the admission policy's `params.spec` always has it."""
+    shown = [value.dump() if isinstance(value, Section) else value for value in factory()]
+    return {"default_factory": factory, "json_schema_extra": {"default": shown}}
 
 
 class TenantPolicySpec(Section):
     """What a SpeculativeInference may ask of its pods beyond the engine, in every namespace the policy binds."""
 
     allowed_host_paths: list[HostPathPrefix] = Field(
-        default_factory=_ascend_paths,
+        **_default(_ascend_paths),
         max_length=64,
         description="Host paths a pod may mount (pod template volumes, model, draft and hidden-state sources); "
         "the Ascend driver's, read-only, by default. Pod Security `baseline` refuses every host path: in such "
         "namespaces run the Ascend container runtime instead of mounting the driver.",
     )
     allowed_volume_types: list[VolumeType] = Field(
-        default_factory=_names(*DEFAULT_VOLUME_TYPES),
+        **_default(_names(*DEFAULT_VOLUME_TYPES)),
         max_length=len(VOLUME_SOURCES),
         description="Volume types a pod may get: the sources of spec.podTemplate.spec.volumes, and the volumes typed "
         "sources become (a model, draft or hidden-state pvc or hostPath, resources.modelCacheClaim). hostPath is "
         "further limited by allowedHostPaths, nfs by allowedNfsServers and csi by allowedCsiDrivers.",
     )
     allowed_nfs_servers: list[ServerName] = Field(
-        default_factory=list,
+        **_default(list),
         max_length=64,
         description="NFS servers (exactly as written in a volume) a pod may mount; none by default.",
     )
     allowed_csi_drivers: list[Name] = Field(
-        default_factory=list,
+        **_default(list),
         max_length=64,
         description="CSI drivers whose inline volumes a pod may get (csi must also be an allowed volume type); none "
         "by default: a driver may mount anything its volumeAttributes name.",
     )
     allowed_secrets: list[SecretPattern] = Field(
-        default_factory=_names(*DEFAULT_SECRETS),
+        **_default(_names(*DEFAULT_SECRETS)),
         max_length=64,
         description="Secrets of its namespace a resource may name, wherever: env, envFrom and imagePullSecrets of "
         "the engine, env and envFrom of sidecars and init containers, secret and CSI volumes, Hub tokens. A "
@@ -138,26 +146,26 @@ class TenantPolicySpec(Section):
         "a SpeculativeInference run pods as any ServiceAccount of their namespace, with its token.",
     )
     allowed_image_prefixes: list[ImagePrefix] = Field(
-        default_factory=list,
+        **_default(list),
         max_length=64,
         description="Prefixes (e.g. registry.example.com/ml/) that spec.runtime.image and every sidecar image "
         "must be under, compared component by component after the image is parsed as a reference "
         "([registry/]path[:tag][@digest]); any image when empty.",
     )
     allowed_runtime_classes: list[ObjectName] = Field(
-        default_factory=list,
+        **_default(list),
         max_length=64,
         description="RuntimeClasses spec.podTemplate.spec.runtimeClassName may name, e.g. the Ascend container "
         "runtime's; none by default (the nodes' default runtime).",
     )
     allowed_schedulers: list[Name] = Field(
-        default_factory=list,
+        **_default(list),
         max_length=64,
         description="Schedulers spec.placement.schedulerName may name besides default-scheduler, e.g. volcano; "
         "none by default.",
     )
     allowed_priority_classes: list[Name] = Field(
-        default_factory=list,
+        **_default(list),
         max_length=64,
         description="PriorityClasses spec.placement.priorityClassName may name; when empty, any but the system-* "
         "ones (system-node-critical, system-cluster-critical), which preempt the cluster's own pods.",
@@ -180,14 +188,14 @@ class TenantPolicySpec(Section):
         "hold its node's NPUs (and a node drain).",
     )
     allowed_service_types: list[ServiceType] = Field(
-        default_factory=_names("ClusterIP"),
+        **_default(_names("ClusterIP")),
         min_length=1,
         max_length=3,
         description="Types spec.service.type may be; ClusterIP by default. NodePort opens a port on every node, "
         "LoadBalancer an address outside the cluster.",
     )
     allowed_npu_resource_names: list[ResourceName] = Field(
-        default_factory=_names(*ASCEND_RESOURCES),
+        **_default(_names(*ASCEND_RESOURCES)),
         max_length=64,
         description="Extended resources spec.resources.npuResourceName may name (a ResourceQuota counts each "
         "apart); the Ascend device plugin's by default. Unset, the operator's --npu-resource-name applies.",
@@ -217,7 +225,7 @@ class SpeculativeInferencePolicy(Section):
     api_version: Literal["specinfer.io/v1alpha1"] = Field(description=API_VERSION)
     kind: Literal["SpeculativeInferencePolicy"] = Field(description=POLICY_KIND)
     metadata: ObjectMeta = Field(description="Standard object metadata.")
-    spec: TenantPolicySpec = Field(default_factory=TenantPolicySpec, description="The limits.")
+    spec: TenantPolicySpec = section_field(TenantPolicySpec, "The limits; each left out takes its default.")
 
 
 POLICY_RULES: tuple[Rule, ...] = (*VOLUME_RULES, *SECRET_RULES, *POD_RULES, *PLACEMENT_RULES, *DEFAULT_RULES)
