@@ -463,6 +463,26 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], Refused]] = [
         {"allowedImagePrefixes": ["registry.example.com/ml"]},
         None,
     ),
+    *(
+        (
+            f"a malformed image reference: {why}",
+            {"runtime": {"image": image}},
+            {"allowedImagePrefixes": ["r.example.com/"]},
+            "spec.runtime.image",
+        )
+        for why, image in (
+            ("capitals in the path", "r.example.com/ml/Evil:1"),
+            ("an empty tag", "r.example.com/ml/x:"),
+            ("a short digest", "r.example.com/ml/x@sha256:0123"),
+            ("a separator at the end of a component", "r.example.com/ml-/x:1"),
+        )
+    ),
+    (
+        "an image by digest, under a registry's prefix",
+        {"runtime": {"image": f"r.example.com/ml/x@{DIGEST}"}},
+        {"allowedImagePrefixes": ["r.example.com/"]},
+        None,
+    ),
     # Secrets: only those the policy allows, wherever a spec names one.
     ("a Secret of the namespace in the engine's env", {"runtime": {"env": [SECRET_ENV]}}, {}, "spec.runtime.env"),
     (
