@@ -23,7 +23,7 @@ from hack.kubeclient import Cluster, wait_until
 from specinfer_operator.cli.commands import main
 from tests.e2e.test_tenancy import chart_policy, dry_run
 from tests.support.builders import resource as manifest
-from tests.support.policycases import spec_of
+from tests.support.policyspecs import spec_of
 from tests.support.strategies import resources
 
 # With HYPOTHESIS_PROFILE=explore and a larger SPECINFER_PROPERTY_SAMPLE this searches wider than CI does.

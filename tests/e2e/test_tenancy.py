@@ -18,7 +18,8 @@ from specinfer_operator.render.admission import check
 from tests.e2e.test_chart import CHART, helm
 from tests.e2e.test_operator import apply, condition, resource, serving, wait_ready, wait_reason, wait_resource
 from tests.support.builders import resource as manifest
-from tests.support.policycases import CASES, DRIVER, DRIVER_MOUNT, NON_ROOT, paths, spec_of
+from tests.support.policycases import CASES
+from tests.support.policyspecs import DRIVER, DRIVER_MOUNT, NON_ROOT, paths, spec_of
 
 ASCEND_DRIVER = {"runtime": {"volumeMounts": [DRIVER_MOUNT]}, "podTemplate": {"spec": {"volumes": [DRIVER]}}}
 

@@ -7,58 +7,23 @@ Each case is (name, what the spec adds to a valid base, the policy's spec, the f
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
-BASE: dict[str, Any] = {
-    "model": {"name": "Qwen/Qwen3-8B"},
-    "speculative": {"method": "ngram", "numSpeculativeTokens": 4},
-}
-DRIVER = {"name": "driver", "hostPath": {"path": "/usr/local/Ascend/driver", "type": "Directory"}}
-DRIVER_MOUNT = {"name": "driver", "mountPath": "/usr/local/Ascend/driver", "readOnly": True}
-NON_ROOT = {"runAsNonRoot": True, "runAsUser": 1000}
-PERMISSIVE = {
-    "allowedHostPaths": [{"pathPrefix": "/data", "readOnly": False}, {"pathPrefix": "/usr/local/Ascend/driver"}],
-    "allowedVolumeTypes": ["emptyDir", "hostPath", "configMap", "secret", "persistentVolumeClaim", "nfs", "csi"],
-    "allowedNfsServers": ["nfs.example.com"],
-    "sidecarsMayRunAsRoot": True,
-    "sidecarsMayEscalate": True,
-    "serviceAccountNameAllowed": True,
-}
-
-
-# The strict policy of the attacks that typed sources once slipped past: no host paths, emptyDir and configMap only.
-STRICT = {"allowedHostPaths": [], "allowedVolumeTypes": ["emptyDir", "configMap"]}
-# Host paths allowed (for writing too) where the volume type hostPath is not.
-PATHS_NOT_TYPE = {"allowedHostPaths": [{"pathPrefix": "/data", "readOnly": False}], "allowedVolumeTypes": ["emptyDir"]}
-DRAFT = {"method": "draft_model", "numSpeculativeTokens": 4}
-HIDDEN = {"method": "extract_hidden_states", "numSpeculativeTokens": 1}
-CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
-SECRET_ENV = {"name": "DB", "valueFrom": {"secretKeyRef": {"name": "db-password", "key": "password"}}}
-DIGEST = "sha256:" + "0" * 64
-Refused = str | tuple[str, ...] | None
-
-
-def overlay(**pod: Any) -> dict[str, Any]:
-    return {"podTemplate": {"spec": pod}}
-
-
-def draft(source: dict[str, Any]) -> dict[str, Any]:
-    return {"speculative": {**DRAFT, "draftModel": {"name": "d", "source": source}}}
-
-
-def hidden(storage: dict[str, Any]) -> dict[str, Any]:
-    return {"speculative": {**HIDDEN, "hiddenStates": {"layerIds": [2], "storage": storage}}}
-
-
-def sidecar(**container: Any) -> dict[str, Any]:
-    return {"name": "s", "image": "b", "securityContext": NON_ROOT, **container}
-
-
-def paths(path: Refused) -> list[str]:
-    """The field paths a case's policy refuses, in the order the rules run."""
-    return [path] if isinstance(path, str) else list(path or ())
-
+from tests.support.policycases_pods import POD_CASES
+from tests.support.policyspecs import (
+    DRIVER,
+    DRIVER_MOUNT,
+    NON_ROOT,
+    PATHS_NOT_TYPE,
+    PERMISSIVE,
+    SECRET_ENV,
+    STRICT,
+    Refused,
+    draft,
+    hidden,
+    overlay,
+    sidecar,
+)
 
 CASES: list[tuple[str, dict[str, Any], dict[str, Any], Refused]] = [
     ("the driver read-only", {"runtime": {"volumeMounts": [DRIVER_MOUNT]}, **overlay(volumes=[DRIVER])}, {}, None),
@@ -267,222 +232,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], Refused]] = [
         {**PERMISSIVE, "allowedCsiDrivers": ["nfs.csi.k8s.io"]},
         None,
     ),
-    # Placement, scheduling, runtime class, grace period, AppArmor, Service type, NPU resource.
-    (
-        "a system priority class",
-        {"placement": {"priorityClassName": "system-node-critical"}},
-        {},
-        "spec.placement.priorityClassName",
-    ),
-    ("a priority class of the cluster", {"placement": {"priorityClassName": "inference"}}, {}, None),
-    (
-        "a priority class not listed",
-        {"placement": {"priorityClassName": "inference"}},
-        {"allowedPriorityClasses": ["batch"]},
-        "spec.placement.priorityClassName",
-    ),
-    (
-        "a system priority class, listed",
-        {"placement": {"priorityClassName": "system-cluster-critical"}},
-        {"allowedPriorityClasses": ["system-cluster-critical"]},
-        None,
-    ),
-    (
-        "every taint tolerated on control-plane nodes",
-        {"placement": {"tolerations": [{"operator": "Exists"}], "nodeSelector": {CONTROL_PLANE: ""}}},
-        {},
-        ("spec.placement.tolerations", "spec.placement.nodeSelector"),
-    ),
-    (
-        "every NoSchedule taint tolerated",
-        {"placement": {"tolerations": [{"operator": "Exists", "effect": "NoSchedule"}]}},
-        {},
-        "spec.placement.tolerations",
-    ),
-    (
-        "the control plane's taint tolerated",
-        {"placement": {"tolerations": [{"key": "node-role.kubernetes.io/master", "operator": "Exists"}]}},
-        {},
-        "spec.placement.tolerations",
-    ),
-    (
-        "control-plane nodes by affinity",
-        {
-            "placement": {
-                "affinity": {
-                    "nodeAffinity": {
-                        "preferredDuringSchedulingIgnoredDuringExecution": [
-                            {
-                                "weight": 1,
-                                "preference": {"matchExpressions": [{"key": CONTROL_PLANE, "operator": "Exists"}]},
-                            }
-                        ]
-                    }
-                }
-            }
-        },
-        {},
-        "spec.placement.affinity.nodeAffinity",
-    ),
-    (
-        "away from control-plane nodes",
-        {
-            "placement": {
-                "affinity": {
-                    "nodeAffinity": {
-                        "requiredDuringSchedulingIgnoredDuringExecution": {
-                            "nodeSelectorTerms": [
-                                {"matchExpressions": [{"key": CONTROL_PLANE, "operator": "DoesNotExist"}]}
-                            ]
-                        }
-                    }
-                }
-            }
-        },
-        {},
-        None,
-    ),
-    (
-        "NPU taints tolerated",
-        {"placement": {"tolerations": [{"key": "huawei.com/Ascend910", "operator": "Exists", "effect": "NoSchedule"}]}},
-        {},
-        None,
-    ),
-    (
-        "control-plane nodes, every taint tolerated as allowed",
-        {"placement": {"tolerations": [{"operator": "Exists"}], "nodeSelector": {CONTROL_PLANE: ""}}},
-        {"tolerateAllTaintsAllowed": True},
-        "spec.placement.nodeSelector",
-    ),
-    (
-        "control-plane nodes, as allowed",
-        {"placement": {"tolerations": [{"operator": "Exists"}], "nodeSelector": {CONTROL_PLANE: ""}}},
-        {"tolerateAllTaintsAllowed": True, "controlPlaneAllowed": True},
-        None,
-    ),
-    ("a runtime class", overlay(runtimeClassName="privileged-runc"), {}, "spec.podTemplate.spec.runtimeClassName"),
-    ("a listed runtime class", overlay(runtimeClassName="ascend"), {"allowedRuntimeClasses": ["ascend"]}, None),
-    ("another scheduler", {"placement": {"schedulerName": "my-scheduler"}}, {}, "spec.placement.schedulerName"),
-    ("the default scheduler by name", {"placement": {"schedulerName": "default-scheduler"}}, {}, None),
-    ("a listed scheduler", {"placement": {"schedulerName": "volcano"}}, {"allowedSchedulers": ["volcano"]}, None),
-    (
-        "an unconfined AppArmor profile for the engine",
-        {
-            "podTemplate": {
-                "metadata": {"annotations": {"container.apparmor.security.beta.kubernetes.io/engine": "unconfined"}}
-            }
-        },
-        {},
-        "spec.podTemplate.metadata.annotations",
-    ),
-    (
-        "the runtime's AppArmor profile",
-        {
-            "podTemplate": {
-                "metadata": {
-                    "annotations": {"container.apparmor.security.beta.kubernetes.io/engine": "runtime/default"}
-                }
-            }
-        },
-        {},
-        None,
-    ),
-    (
-        "an endless grace period",
-        overlay(terminationGracePeriodSeconds=2**53 - 1),
-        {},
-        "spec.podTemplate.spec.terminationGracePeriodSeconds",
-    ),
-    ("a grace period of two minutes", overlay(terminationGracePeriodSeconds=120), {}, None),
-    ("a LoadBalancer Service", {"service": {"type": "LoadBalancer"}}, {}, "spec.service.type"),
-    ("a NodePort Service", {"service": {"type": "NodePort"}}, {}, "spec.service.type"),
-    (
-        "a LoadBalancer Service, allowed",
-        {"service": {"type": "LoadBalancer"}},
-        {"allowedServiceTypes": ["ClusterIP", "LoadBalancer"]},
-        None,
-    ),
-    (
-        "another extended resource",
-        {"resources": {"npuResourceName": "example.com/anything"}},
-        {},
-        "spec.resources.npuResourceName",
-    ),
-    ("a budget that lets no pod go", {"disruptionBudget": {"maxUnavailable": 0}}, {}, "spec.disruptionBudget"),
-    (
-        "a budget that keeps every pod",
-        {"disruptionBudget": {"minAvailable": 1}},
-        {},
-        "spec.disruptionBudget",
-    ),
-    ("a budget that lets one pod go", {"disruptionBudget": {"maxUnavailable": 1}}, {}, None),
-    (
-        "a budget that lets no pod go, allowed",
-        {"disruptionBudget": {"maxUnavailable": 0}},
-        {"drainBlockingBudgetsAllowed": True},
-        None,
-    ),
-    ("an Ascend 310P", {"resources": {"npuResourceName": "huawei.com/Ascend310P"}}, {}, None),
-    # Image references are parsed before a prefix is compared.
-    (
-        "an image that climbs out of the prefix",
-        {"runtime": {"image": "registry.example.com/ml/../../evil:1"}},
-        {"allowedImagePrefixes": ["registry.example.com/ml/"]},
-        "spec.runtime.image",
-    ),
-    (
-        "an image with an empty path component",
-        {"runtime": {"image": "registry.example.com/ml//evil:1"}},
-        {"allowedImagePrefixes": ["registry.example.com/ml/"]},
-        "spec.runtime.image",
-    ),
-    (
-        "a sidecar image next to the prefix",
-        overlay(containers=[sidecar(image="registry.example.com/ml-evil/s:1")]),
-        {"allowedImagePrefixes": ["registry.example.com/ml"]},
-        "spec.runtime.image",
-    ),
-    (
-        "a registry whose name extends the prefix",
-        {"runtime": {"image": "registry.example.com.evil.io/ml/x:1"}},
-        {"allowedImagePrefixes": ["registry.example.com"]},
-        "spec.runtime.image",
-    ),
-    (
-        "another port of the registry",
-        {"runtime": {"image": "registry.example.com:5000/ml/x:1"}},
-        {"allowedImagePrefixes": ["registry.example.com"]},
-        "spec.runtime.image",
-    ),
-    (
-        "images under a prefix without a slash",
-        {
-            "runtime": {"image": f"registry.example.com/ml/x:1@{DIGEST}"},
-            **overlay(containers=[sidecar(image="registry.example.com/ml:2")]),
-        },
-        {"allowedImagePrefixes": ["registry.example.com/ml"]},
-        None,
-    ),
-    *(
-        (
-            f"a malformed image reference: {why}",
-            {"runtime": {"image": image}},
-            {"allowedImagePrefixes": ["r.example.com/"]},
-            "spec.runtime.image",
-        )
-        for why, image in (
-            ("capitals in the path", "r.example.com/ml/Evil:1"),
-            ("an empty tag", "r.example.com/ml/x:"),
-            ("a short digest", "r.example.com/ml/x@sha256:0123"),
-            ("a separator at the end of a component", "r.example.com/ml-/x:1"),
-        )
-    ),
-    (
-        "an image by digest, under a registry's prefix",
-        {"runtime": {"image": f"r.example.com/ml/x@{DIGEST}"}},
-        {"allowedImagePrefixes": ["r.example.com/"]},
-        None,
-    ),
+    *POD_CASES,
     # Secrets: only those the policy allows, wherever a spec names one.
     ("a Secret of the namespace in the engine's env", {"runtime": {"env": [SECRET_ENV]}}, {}, "spec.runtime.env"),
     (
@@ -552,7 +302,3 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], Refused]] = [
         None,
     ),
 ]
-
-
-def spec_of(extra: dict[str, Any]) -> dict[str, Any]:
-    return {**copy.deepcopy(BASE), **copy.deepcopy(extra)}

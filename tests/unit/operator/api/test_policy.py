@@ -12,7 +12,8 @@ from specinfer_operator.api.policy import TenantPolicySpec, policy_problems
 from specinfer_operator.render.admission import check
 from tests.support.builders import EXAMPLES, resource
 from tests.support.cli import refused, specinfer
-from tests.support.policycases import CASES, Refused, paths, spec_of
+from tests.support.policycases import CASES
+from tests.support.policyspecs import Refused, paths, spec_of
 from tests.unit.test_docs import YAML_BLOCK
 
 ROOT = Path(__file__).resolve().parents[4]
