@@ -21,7 +21,7 @@ from hack.kubeclient import Cluster, pods, wait_until
 from tests.e2e.conftest import Operator
 from tests.e2e.test_operator import apply, condition, resource, wait_ready, wait_resource
 
-SECRET, KEY = "engine-home", "PYTHONHOME"
+SECRET, KEY = "vllm-api-key", "PYTHONHOME"  # a name the default tenant policy allows
 KUBELET_TAIL_LINES, KUBELET_TAIL_BYTES = 80, 2048  # what the kubelet takes of a log for a termination message
 
 
