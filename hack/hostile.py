@@ -170,7 +170,7 @@ BEHAVIOURS: list[tuple[str, Behaviour, str, str]] = [
     ("4 MiB of invalid UTF-8 lines", answer(b"\xff\n" * (ALMOST_4_MIB // 2)), "no vLLM counters", "unreadable"),
     ("4 MiB of one line", answer(b"x" * ALMOST_4_MIB), "no vLLM counters", "unreadable"),
     ("sample lines of escapes", answer(escapes(1000)), "KiB of the spec-decode", "too_large"),
-    ("a body of one-byte chunks", flood(CHUNKED, b"1\r\n#\r\n"), "pieces", "protocol"),
+    ("a body of one-byte chunks", flood(CHUNKED, b"1\r\n#\r\n"), "chunks", "protocol"),
     (
         "counters beyond any real count",
         answer(counter_lines([f"{DRAFTS} 1e308", f"{DRAFTS} 1e308"])),

@@ -29,6 +29,7 @@ _LABEL = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"([^"\\\n]*(?:\
 _VALUE = re.compile(r"[ \t]+(\S+)(?:[ \t]+-?[0-9]+)?[ \t]*")
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?Inf|NaN")
 _BLANK = re.compile(rb"[ \t]*")
+_STAND_INS = "\x00\x01\x02"
 QUOTE = 60  # characters of an offending line quoted in an error
 
 
@@ -52,12 +53,15 @@ def _quote(line: str) -> str:
 
 
 def _unescape(raw: str) -> str:
-    """A label value without its escapes (\\\\, \\", \\n; others stay as written), in C string operations: in
-    a well-formed value each backslash starts a pair, so the pairs of backslashes are found by splitting left
-    to right, and what is between them holds no other backslash pair."""
+    """A label value without its escapes (\\\\, \\", \\n; others stay as written), in C string operations: in a
+    well-formed value each backslash starts a pair, so the pairs of backslashes, taken first and left to right
+    (a character the value lacks stands in for each meanwhile), leave no other pair to mistake."""
     if "\\" not in raw:
         return raw
-    return "\\".join(part.replace('\\"', '"').replace("\\n", "\n") for part in raw.split("\\\\"))
+    held = next((c for c in _STAND_INS if c not in raw), None)
+    if held is None:  # a value that holds every stand-in: its pairs of backslashes apart
+        return "\\".join(part.replace('\\"', '"').replace("\\n", "\n") for part in raw.split("\\\\"))
+    return raw.replace("\\\\", held).replace('\\"', '"').replace("\\n", "\n").replace(held, "\\")
 
 
 def _labels(text: str, line: str, keep: Collection[str]) -> dict[str, str]:

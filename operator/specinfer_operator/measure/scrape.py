@@ -6,7 +6,7 @@ the parse, which runs on each piece of the body as it is received (exposition.Re
 at most for what is left of it, so a pod that sends a byte at a time, endless `100 Continue`s, a chunk-size
 line or trailers that never end holds a scrape no longer than the deadline, and a body that is costly to
 read is read within it too. The bytes received in all are bounded, and so are every piece of framing on its
-own (h11's incomplete-event limit) and the pieces a body comes in. The body is never kept: only the sample
+own (h11's incomplete-event limit) and the chunks a body comes in. The body is never kept: only the sample
 lines of the counters the operator reads are, each bounded, so one scrape holds at most MEMORY bytes
 whatever the pod sends, and the operator's concurrent scrapes MEMORY times their number.
 
@@ -32,9 +32,10 @@ LIMIT = 4 << 20  # bytes received in all; a vLLM /metrics is ~60 KiB, a few MiB 
 FRAMING = 16 << 10  # bytes of a status line and headers, a chunk-size line, or trailers
 MAX_INTERIM = 4  # 1xx answers before the real one
 CHUNK = 64 << 10
-# Pieces of a body (h11 events: a chunk of a chunked body, or what one receive brought): a body of one-byte
-# chunks would otherwise cost a Python event per byte. vLLM answers with a Content-Length.
-MAX_PIECES = 4096
+# Chunks of a chunked body: a body of one-byte chunks would cost a Python event per byte. vLLM answers with a
+# Content-Length; an exporter that chunks writes a few KiB per chunk. (A body with a length comes in a piece
+# per receive, as many as the bytes and the deadline allow.)
+MAX_CHUNKS = 256
 COUNTERS = (*acceptance.COUNTERS, *timing.SAMPLES)  # the samples read; every other line is skipped
 # What one scrape holds at most, whatever the pod sends: a receive, h11's buffer (a receive and an incomplete
 # framing event), a line that spans two receives joined to the next, and the sample lines kept with their
@@ -105,7 +106,7 @@ def _exchange(
     )
     sock.settimeout(deadline.left())
     sock.sendall(connection.send(request) + (connection.send(h11.EndOfMessage()) or b""))
-    received, interim, pieces = 0, 0, 0
+    received, interim, chunks = 0, 0, 0
     while True:
         event = connection.next_event()
         if event is h11.NEED_DATA:
@@ -129,9 +130,9 @@ def _exchange(
                     f"{endpoint.url} announced {int(declared) >> 20} MiB, more than {limit >> 20}", "too_large"
                 )
         elif isinstance(event, h11.Data):
-            pieces += 1
-            if pieces > MAX_PIECES:
-                raise ScrapeError(f"{endpoint.url} sent its body in more than {MAX_PIECES} pieces", "protocol")
+            chunks += event.chunk_start
+            if chunks > MAX_CHUNKS:
+                raise ScrapeError(f"{endpoint.url} sent its body in more than {MAX_CHUNKS} chunks", "protocol")
             body(event.data)
             deadline.left()  # what the piece cost to read counts
         elif isinstance(event, h11.EndOfMessage):

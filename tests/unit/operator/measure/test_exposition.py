@@ -14,6 +14,8 @@ from specinfer_operator.measure.acceptance import DRAFTS, LABELS
 from specinfer_operator.measure.exposition import MAX_KEPT, MAX_LINE, ExpositionError, Reader, _unescape, samples
 from specinfer_operator.measure.scrape import COUNTERS
 
+STAND_INS = ["\x00", "\x01", "\x02"]  # what the unescaping holds pairs of backslashes in: a value may hold them
+
 WHOLE = samples(REAL, COUNTERS, LABELS)
 
 
@@ -78,7 +80,9 @@ def reference_unescape(raw: str) -> str:
 
 
 @settings(max_examples=500)
-@given(st.lists(st.sampled_from(["a", "n", "\\\\", '\\"', "\\n", "\\t", "\\a", "é"]), max_size=30))
+@given(
+    st.lists(st.sampled_from(["a", "n", "\\\\", '\\"', "\\n", "\\t", "\\a", "é", "\x00", "\x01", "\x02"]), max_size=30)
+)
 def test_unescaping_by_splitting_agrees_with_one_pair_at_a_time(pieces: list[str]) -> None:
     raw = "".join(pieces)
     assert _unescape(raw) == reference_unescape(raw)
