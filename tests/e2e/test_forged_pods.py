@@ -107,6 +107,9 @@ def forge(
     address = wait_until(
         f"the address of {name}", lambda: cluster.get("pod", "-n", namespace, name)["status"].get("podIP")
     )
+    for gone in [s for s in started if s.host == address]:  # a pod gone before (the canary took its place)
+        gone.__exit__()
+        started.remove(gone)
     served = HIGH if "high" in name else LOW
     started.append(Server(answer(served), address, 8000).__enter__())
 

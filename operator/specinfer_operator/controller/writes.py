@@ -50,22 +50,31 @@ class Owned:
 
     kube: Kube
     _uids: OrderedDict[ObjectKey, str] = field(default_factory=OrderedDict)
+    _by_owner: dict[str, set[ObjectKey]] = field(default_factory=dict)  # what forget() drops
     _guard: threading.Lock = field(default_factory=threading.Lock)
 
     def _known(self, key: ObjectKey) -> str | None:
         with self._guard:
             return self._uids.get(key)
 
-    def _remember(self, key: ObjectKey, uid: str | None) -> None:
-        """Keep a uid known (the oldest go first beyond KEEP: they are read again), or forget it."""
+    def _remember(self, key: ObjectKey, uid: str | None, owner: str = "") -> None:
+        """Keep a uid known, a child of `owner` (the oldest go first beyond KEEP: they are read again), or
+        forget it."""
         with self._guard:
             if not uid:
                 self._uids.pop(key, None)
                 return
             self._uids[key] = uid
             self._uids.move_to_end(key)
+            self._by_owner.setdefault(owner, set()).add(key)
             while len(self._uids) > KEEP:
                 self._uids.popitem(last=False)
+
+    def forget(self, owner: str) -> None:
+        """The resource `owner` was deleted, and its children with it."""
+        with self._guard:
+            for key in self._by_owner.pop(owner, set()):
+                self._uids.pop(key, None)
 
     def claim(self, obj: dict[str, Any], owner: str) -> dict[str, Any]:
         """`obj`, a child of the resource with uid `owner`, ready to apply: as it is when no object holds its
@@ -79,7 +88,7 @@ class Owned:
             if live is not None and not controlled_by(live, owner):
                 raise Clash(clash_message(kind, namespace, name, live))
             uid = None if live is None else live["metadata"]["uid"]
-            self._remember(key, uid)
+            self._remember(key, uid, owner)
         return obj if uid is None else {**obj, "metadata": {**obj["metadata"], "uid": uid}}
 
     def apply(self, claimed: dict[str, Any], owner: str, dry_run: bool = False) -> dict[str, Any]:
@@ -91,7 +100,7 @@ class Owned:
             self._remember(key, None)  # replaced or gone meanwhile: read again next time
             raise
         if not dry_run and controlled_by(result, owner):
-            self._remember(key, result["metadata"]["uid"])
+            self._remember(key, result["metadata"]["uid"], owner)
         return result
 
     def delete(

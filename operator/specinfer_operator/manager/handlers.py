@@ -15,7 +15,6 @@ from specinfer_operator.controller.context import Context
 from specinfer_operator.controller.pool import CRD_MISSING, POOL_CONDITION
 from specinfer_operator.controller.reconcile import reconcile
 from specinfer_operator.controller.refresh import Refreshes
-from specinfer_operator.platform.ownership import RUNS, made
 from specinfer_operator.render.children import label_selector
 from specinfer_operator.telemetry.loop import Telemetry
 
@@ -85,11 +84,10 @@ def engine_pods(body: kopf.Body, namespace: str | None, **_: Any) -> dict[tuple[
         return {}
     keys = ("name", "namespace", "labels", "annotations", "deletionTimestamp", "ownerReferences")
     metadata = {k: body.metadata.get(k) for k in keys}
-    # Of the spec, what the status needs: whose pod it is (ownership.made) and whose words its messages are.
-    spec = dict(body.spec)
-    containers = [{k: c.get(k) for k in ("name", "terminationMessagePolicy")} for c in spec.get("containers") or []]
-    entry = {"metadata": metadata, "spec": {"containers": containers}, "status": dict(body.status)}
-    return {(namespace, owner): {**entry, RUNS: made(metadata["labels"], spec)}}
+    # Of the spec, what the status needs: whose words its containers' termination messages are.
+    kept = ("name", "terminationMessagePolicy")
+    containers = [{k: c.get(k) for k in kept} for c in body.spec.get("containers") or []]
+    return {(namespace, owner): {"metadata": metadata, "spec": {"containers": containers}, "status": dict(body.status)}}
 
 
 def _context(memo: kopf.Memo, kwargs: dict[str, Any]) -> Context:
@@ -161,12 +159,15 @@ def retry_without_pools(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None
 # thread hop each would queue behind the handler threads, and delay the on_spec of the same resource.
 @kopf.on.event(GROUP, VERSION, PLURAL)
 async def on_resource_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
-    """Keep the telemetry loop's view of each resource (settings, status) current, without reads; act on
-    a canary's manual action. kopf's diffs leave out annotations under its storage prefix (specinfer.io/),
-    so on_spec never sees one set."""
+    """Keep the telemetry loop's view of each resource (settings, status) current, without reads, and forget
+    a deleted one everywhere; act on a canary's manual action. kopf's diffs leave out annotations under its
+    storage prefix (specinfer.io/), so on_spec never sees one set."""
     body: dict[str, Any] = dict(event["object"])
     memo["telemetry"].resource_event(event.get("type"), body)
     metadata: dict[str, Any] = body.get("metadata") or {}
+    if event.get("type") == "DELETED":
+        ctx: Context = memo["ctx"]
+        ctx.forget(str(metadata.get("uid") or ""))
     if event.get("type") != "DELETED" and CANARY_ACTION_ANNOTATION in (metadata.get("annotations") or {}):
         refreshes: Refreshes = memo["refreshes"]
         refreshes.schedule((metadata.get("namespace", ""), metadata.get("name", "")))

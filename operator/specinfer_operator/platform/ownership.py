@@ -10,14 +10,16 @@ counts as a resource's engine only when all of this holds:
   ReplicaSet -> Deployment -> SpeculativeInference, or, for a group over several nodes, leader pod ->
   StatefulSet -> LeaderWorkerSet -> SpeculativeInference (a worker: pod -> StatefulSet -> its leader pod
   -> ...); a pod that names the resource, or a Deployment, directly is nobody's;
-- it runs what the workload that claims it makes: the pod-template hash of its ReplicaSet, and the engine
-  container as rendered (image, command, arguments, environment, mounts and the volumes behind them) are
-  those of that ReplicaSet's (or StatefulSet's) template. Kubernetes' own additions are left out of the
-  comparison: the service account token's mount, and the LWS_* variables LeaderWorkerSet's webhook sets.
+- it carries the pod-template hash of the ReplicaSet that claims it (what the status counts: the pods of a
+  StatefulSet being rolled run an older template for a while, and still count);
+- for its figures, it also runs the engine as rendered: its engine container (image, command, arguments,
+  environment, mounts and the volumes behind them) is that of its ReplicaSet's (or StatefulSet's) template.
+  Kubernetes' own additions are left out of the comparison: the service account token's mount, and the
+  LWS_* variables LeaderWorkerSet's webhook sets.
 
 Each link is read once from the API and kept (a uid names one object for its whole life); a template that
-no longer matches its pods is read again, at most every REREAD_SECONDS, since a StatefulSet's template
-changes in place. A steady fleet costs no requests.
+does not match a pod it claims is read again, at most every REREAD_SECONDS, since a StatefulSet's template
+changes in place (the telemetry loop asks again every round). A steady fleet costs no requests.
 """
 
 from __future__ import annotations
@@ -60,7 +62,6 @@ MAX_DEPTH = max(len(c) for c in CHAINS) + 1
 KEEP = 10_000  # links remembered; the oldest go first
 RETRY_SECONDS = 60.0  # a link that could not be followed is read again after this long
 REREAD_SECONDS = 10.0  # a template that does not match a pod it claims is read again after this long
-RUNS = "runs"  # where a pod kept without its spec (the operator's pod index) keeps its `made`
 SERVICE_ACCOUNT_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 GROUP_ENV_PREFIX = "LWS_"
 
@@ -106,12 +107,28 @@ def made(labels: dict[str, Any] | None, spec: dict[str, Any] | None) -> str | No
     return hashlib.sha256(json.dumps(picked, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def made_by(obj: dict[str, Any]) -> str | None:
-    """`made` of an object: a pod's own, or a ReplicaSet's or StatefulSet's template's."""
+@dataclass(frozen=True)
+class Runs:
+    """What a pod runs, or a pod template makes: its pod-template hash (a ReplicaSet's), and `made`."""
+
+    hash: str
+    made: str | None
+
+    @classmethod
+    def of(cls, labels: dict[str, Any] | None, spec: dict[str, Any] | None) -> Runs:
+        return cls(str((labels or {}).get(TEMPLATE_HASH_LABEL, "")), made(labels, spec))
+
+    def claimed_by(self, template: Runs, engine: bool) -> bool:
+        """Whether a pod running this is what `template` makes: by the hash, and with `engine`, by `made`."""
+        return self.hash == template.hash and (not engine or (self.made is not None and self.made == template.made))
+
+
+def runs_of(obj: dict[str, Any]) -> Runs:
+    """What an object runs: a pod's own, or a ReplicaSet's or StatefulSet's template's."""
     if obj.get("kind") == "Pod":
-        return made((obj.get("metadata") or {}).get("labels"), obj.get("spec"))
+        return Runs.of((obj.get("metadata") or {}).get("labels"), obj.get("spec"))
     template = (obj.get("spec") or {}).get("template") or {}
-    return made((template.get("metadata") or {}).get("labels"), template.get("spec"))
+    return Runs.of((template.get("metadata") or {}).get("labels"), template.get("spec"))
 
 
 @dataclass(frozen=True)
@@ -119,7 +136,7 @@ class Link:
     """What was read of one object of a chain."""
 
     above: dict[str, Any] | None  # its controller reference
-    made: str | None  # a pod's `made`; a ReplicaSet's or StatefulSet's template's
+    runs: Runs | None  # a pod's; a ReplicaSet's or StatefulSet's template's
     until: float  # when it is read again: a dead end after RETRY_SECONDS, a template after REREAD_SECONDS
 
 
@@ -129,38 +146,52 @@ class Ownership:
     def __init__(self, kube: Kube, clock: Callable[[], float] = time.monotonic) -> None:
         self.kube, self.clock = kube, clock
         self._links: OrderedDict[str, Link] = OrderedDict()  # by uid
+        self._under: dict[str, set[str]] = {}  # the links of the chains that end at a resource, by its uid
         self._guard = threading.Lock()
 
-    def resource_of(self, namespace: str, ref: dict[str, Any] | None, runs: str | None) -> str | None:
-        """The uid of the SpeculativeInference that made a pod, or None: `ref` is the pod's controller
-        reference and `runs` its `made`."""
+    def resource_of(self, namespace: str, ref: dict[str, Any] | None, runs: Runs, engine: bool) -> str | None:
+        """The uid of the SpeculativeInference that made a pod, or None: `ref` is the pod's controller reference
+        and `runs` what it runs; with `engine`, its engine must be the template's too (its figures count)."""
         kinds: list[str] = []
+        walked: list[str] = []
+        below: Runs | None = runs
         for _ in range(MAX_DEPTH):
             if ref is None:
                 return None
             if (ref.get("apiVersion"), ref.get("kind")) == (API_VERSION, KIND):
-                return (str(ref.get("uid") or "") or None) if tuple(kinds) in CHAINS else None
+                top = str(ref.get("uid") or "")
+                if not top or tuple(kinds) not in CHAINS:
+                    return None
+                with self._guard:
+                    self._under.setdefault(top, set()).update(walked)
+                return top
             kind = str(ref.get("kind"))
             link = self._link(namespace, ref)
             if link is None:
                 return None
-            if not kinds or kinds[-1] == "Pod":  # a pod below: it must run what this object makes
-                if kind not in MAKERS or runs is None:
+            if below is not None:  # a pod below: it must run what this object makes
+                if kind not in MAKERS:
                     return None
-                if link.made != runs:
+                if link.runs is None or not below.claimed_by(link.runs, engine):
                     link = self._link(namespace, ref, stale=True)
-                    if link is None or link.made != runs:
+                    if link is None or link.runs is None or not below.claimed_by(link.runs, engine):
                         return None
             kinds.append(kind)
-            runs = link.made if kind == "Pod" else None
+            walked.append(str(ref.get("uid")))
+            below = link.runs if kind == "Pod" else None
             ref = link.above
         return None
 
+    def forget(self, resource: str) -> None:
+        """The resource of this uid was deleted, and the objects of its chains with it."""
+        with self._guard:
+            for uid in self._under.pop(resource, set()):
+                self._links.pop(uid, None)
+
     def pod_resource(self, namespace: str, pod: dict[str, Any]) -> str | None:
-        """resource_of a pod: a whole one, or one kept with its `made` under RUNS."""
+        """resource_of a pod, as the status counts it (its engine is not compared)."""
         meta = pod.get("metadata") or {}
-        runs = pod[RUNS] if RUNS in pod else made(meta.get("labels"), pod.get("spec"))
-        return self.resource_of(namespace, controller(meta), runs)
+        return self.resource_of(namespace, controller(meta), Runs.of(meta.get("labels"), None), engine=False)
 
     def _link(self, namespace: str, ref: dict[str, Any], stale: bool = False) -> Link | None:
         """What `ref` names, read once (a dead end again after a while; with `stale`, again if it was read
@@ -183,7 +214,7 @@ class Ownership:
         if obj is None or meta.get("uid") != uid:
             link = Link(None, None, now + RETRY_SECONDS)
         else:
-            link = Link(controller(meta), made_by({"kind": ref.get("kind"), **obj}), now + REREAD_SECONDS)
+            link = Link(controller(meta), runs_of({"kind": ref.get("kind"), **obj}), now + REREAD_SECONDS)
         with self._guard:
             self._links[uid] = link
             self._links.move_to_end(uid)

@@ -230,7 +230,7 @@ class Telemetry:
         """One pod's sample, or why there is none; None when the pod is not this resource's own (its
         controller chain does not end at the resource), which is never scraped."""
         try:
-            if not uid or self.ownership.resource_of(key[0], target.controller_ref(), target.made) != uid:
+            if not uid or self.ownership.resource_of(key[0], target.controller_ref(), target.runs, engine=True) != uid:
                 metrics.SCRAPES.labels(result="foreign").inc()
                 log.debug(
                     "pod %s/%s is labelled as %s's but was not made by it: not scraped", key[0], target.pod, key[1]

@@ -19,7 +19,7 @@ from specinfer_operator.api.service import TelemetrySettings
 from specinfer_operator.controller.conditions import CANARY
 from specinfer_operator.measure.scrape import Endpoint
 from specinfer_operator.measure.window import History
-from specinfer_operator.platform.ownership import controller, made
+from specinfer_operator.platform.ownership import Runs, controller
 from specinfer_operator.render.workload import serves
 from specinfer_operator.tuning.recommendation import MAX_SCHEDULE_BATCH
 from specinfer_runtime.engine import ENGINE_PORT
@@ -50,7 +50,7 @@ class Target:
     endpoint: Endpoint
     started: float | None = None  # the latest container start, in seconds since the epoch
     controller: Controller | None = None
-    made: str | None = None  # what it runs (ownership.made), compared with its workload's template
+    runs: Runs = field(default_factory=lambda: Runs("", None))  # what it runs, compared with its template
 
     def controller_ref(self) -> dict[str, Any] | None:
         if self.controller is None:
@@ -93,7 +93,7 @@ def target_of(pod: dict[str, Any]) -> Target | None:
         endpoint=Endpoint(address, ENGINE_PORT),
         started=_started(pod),
         controller=owner,
-        made=made(meta.get("labels"), pod.get("spec")),
+        runs=Runs.of(meta.get("labels"), pod.get("spec")),
     )
 
 

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 from specinfer_operator.api.resource import API_VERSION, KIND
 from specinfer_operator.platform.kube import Kube
-from specinfer_operator.platform.ownership import Ownership
+from specinfer_operator.platform.ownership import Ownership, Runs
 
 NS = "team-a"
 ENGINE = {
@@ -63,6 +63,13 @@ def ownership(store: Store, clock: list[float] | None = None) -> Ownership:
     return Ownership(cast(Kube, store), clock=lambda: now[0])
 
 
+def engine_of(owners: Ownership, found: dict[str, Any]) -> str | None:
+    """Whose figures the pod's are: its engine compared with its workload's template."""
+    meta = found["metadata"]
+    runs = Runs.of(meta.get("labels"), found["spec"])
+    return owners.resource_of(NS, meta["ownerReferences"][0] if meta["ownerReferences"] else None, runs, engine=True)
+
+
 def deployment_chain() -> Store:
     return Store(
         obj("Deployment", "web", SI, template({})),
@@ -73,22 +80,29 @@ def deployment_chain() -> Store:
 def test_a_pod_its_replicaset_made_is_the_resources() -> None:
     store = deployment_chain()
     owners = ownership(store)
-    assert owners.pod_resource(NS, pod(ref("ReplicaSet", "web-6d8f9c"), HASH)) == "uid-web"
+    for check in (owners.pod_resource, lambda _, found: engine_of(owners, found)):
+        assert check(NS, pod(ref("ReplicaSet", "web-6d8f9c"), HASH)) == "uid-web"
     reads = store.reads
-    assert owners.pod_resource(NS, pod(ref("ReplicaSet", "web-6d8f9c"), HASH)) == "uid-web"
+    assert engine_of(owners, pod(ref("ReplicaSet", "web-6d8f9c"), HASH)) == "uid-web"
     assert store.reads == reads  # a steady fleet costs no requests
 
 
 def test_a_pod_naming_the_resource_itself_is_nobodys() -> None:
-    assert ownership(deployment_chain()).pod_resource(NS, pod(SI, HASH)) is None
+    owners = ownership(deployment_chain())
+    assert owners.pod_resource(NS, pod(SI, HASH)) is None
+    assert engine_of(owners, pod(SI, HASH)) is None
 
 
 def test_a_pod_naming_the_deployment_directly_is_nobodys() -> None:
-    assert ownership(deployment_chain()).pod_resource(NS, pod(ref("Deployment", "web"), HASH)) is None
+    owners = ownership(deployment_chain())
+    assert owners.pod_resource(NS, pod(ref("Deployment", "web"), HASH)) is None
+    assert engine_of(owners, pod(ref("Deployment", "web"), HASH)) is None
 
 
 def test_a_pod_naming_the_real_replicaset_without_its_template_hash_is_nobodys() -> None:
-    assert ownership(deployment_chain()).pod_resource(NS, pod(ref("ReplicaSet", "web-6d8f9c"), {})) is None
+    owners = ownership(deployment_chain())
+    assert owners.pod_resource(NS, pod(ref("ReplicaSet", "web-6d8f9c"), {})) is None
+    assert engine_of(owners, pod(ref("ReplicaSet", "web-6d8f9c"), {})) is None
 
 
 def test_a_pod_naming_the_real_replicaset_with_another_engine_is_nobodys() -> None:
@@ -99,13 +113,13 @@ def test_a_pod_naming_the_real_replicaset_with_another_engine_is_nobodys() -> No
         {"env": [{"name": "PYTHONPATH", "value": "/x"}]},
     ):
         forged = pod(ref("ReplicaSet", "web-6d8f9c"), HASH, {**ENGINE, **change})
-        assert owners.pod_resource(NS, forged) is None, change
+        assert engine_of(owners, forged) is None, change
 
 
 def test_a_pod_whose_engine_mounts_another_volume_under_the_same_name_is_nobodys() -> None:
     forged = pod(ref("ReplicaSet", "web-6d8f9c"), HASH)
     forged["spec"]["volumes"] = [{"name": "engine-config", "configMap": {"name": "forged", "defaultMode": 420}}]
-    assert ownership(deployment_chain()).pod_resource(NS, forged) is None
+    assert engine_of(ownership(deployment_chain()), forged) is None
 
 
 def test_kubernetes_own_additions_to_a_pod_do_not_count() -> None:
@@ -113,7 +127,7 @@ def test_kubernetes_own_additions_to_a_pod_do_not_count() -> None:
     real = pod(ref("ReplicaSet", "web-6d8f9c"), HASH)
     real["spec"]["containers"][0]["volumeMounts"].append(token)
     real["spec"]["volumes"].append({"name": "kube-api-access-x", "projected": {"sources": []}})
-    assert ownership(deployment_chain()).pod_resource(NS, real) == "uid-web"
+    assert engine_of(ownership(deployment_chain()), real) == "uid-web"
 
 
 def group_chain(engine: dict[str, Any] = ENGINE) -> Store:
@@ -130,10 +144,11 @@ def group_chain(engine: dict[str, Any] = ENGINE) -> Store:
 
 def test_a_groups_leader_and_workers_are_the_resources() -> None:
     owners = ownership(group_chain())
-    assert owners.pod_resource(NS, pod(ref("StatefulSet", "web-group"), {})) == "uid-web"
+    assert engine_of(owners, pod(ref("StatefulSet", "web-group"), {})) == "uid-web"
     worker = pod(
         ref("StatefulSet", "web-group-0"), {}, {**ENGINE, "env": [*ENGINE["env"], {"name": "LWS_WORKER_INDEX"}]}
     )
+    assert engine_of(owners, worker) == "uid-web"
     assert owners.pod_resource(NS, worker) == "uid-web"
 
 
@@ -141,13 +156,25 @@ def test_a_statefulsets_new_template_is_read_again_after_a_while() -> None:
     store = group_chain()
     clock = [0.0]
     owners = ownership(store, clock)
-    assert owners.pod_resource(NS, pod(ref("StatefulSet", "web-group"), {})) == "uid-web"
+    assert engine_of(owners, pod(ref("StatefulSet", "web-group"), {})) == "uid-web"
     newer = {**ENGINE, "image": "registry.example.com/runtime:2"}
     store.objects[("statefulsets", "web-group")]["spec"]["template"] = template({}, newer)
-    assert owners.pod_resource(NS, pod(ref("StatefulSet", "web-group"), {}, newer)) is None  # read 0 s ago
+    assert engine_of(owners, pod(ref("StatefulSet", "web-group"), {}, newer)) is None  # read 0 s ago
+    assert owners.pod_resource(NS, pod(ref("StatefulSet", "web-group"), {}, newer)) == "uid-web"  # counted
     clock[0] = 11.0
-    assert owners.pod_resource(NS, pod(ref("StatefulSet", "web-group"), {}, newer)) == "uid-web"
+    assert engine_of(owners, pod(ref("StatefulSet", "web-group"), {}, newer)) == "uid-web"
     reads = store.reads
-    assert owners.pod_resource(NS, pod(ref("StatefulSet", "web-group"), {})) is None  # the old template's pod
-    assert owners.pod_resource(NS, pod(ref("StatefulSet", "web-group"), {})) is None
+    assert engine_of(owners, pod(ref("StatefulSet", "web-group"), {})) is None  # the old template's pod
+    assert engine_of(owners, pod(ref("StatefulSet", "web-group"), {})) is None
     assert store.reads == reads  # a forged or old pod makes at most one read per template every 10 s
+    assert owners.pod_resource(NS, pod(ref("StatefulSet", "web-group"), {})) == "uid-web"  # still counted
+
+
+def test_a_deleted_resources_chains_are_forgotten() -> None:
+    store = deployment_chain()
+    owners = ownership(store)
+    assert owners.pod_resource(NS, pod(ref("ReplicaSet", "web-6d8f9c"), HASH)) == "uid-web"
+    reads = store.reads
+    owners.forget("uid-web")
+    assert owners.pod_resource(NS, pod(ref("ReplicaSet", "web-6d8f9c"), HASH)) == "uid-web"
+    assert store.reads == reads + 2  # its ReplicaSet and Deployment were read again: nothing was kept of them

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from specinfer_operator.measure.scrape import Endpoint
-from specinfer_operator.platform.ownership import made
+from specinfer_operator.platform.ownership import Runs
 from specinfer_operator.telemetry.targets import Target, Watched, target_of
 
 
@@ -38,8 +38,8 @@ def pod(
 def test_a_ready_pod_is_a_target_with_its_series() -> None:
     started = datetime(2026, 11, 23, 10, tzinfo=UTC).timestamp()
     controller = ("apps/v1", "ReplicaSet", "demo-abc", "rs-1")
-    runs = made({}, pod("a")["spec"])
-    assert runs is not None
+    runs = Runs.of({}, pod("a")["spec"])
+    assert runs.made is not None
     assert target_of(pod("a")) == Target(
         "a", "uid-a/2", "abc", Endpoint("127.100.0.5", 8000), started, controller, runs
     )
