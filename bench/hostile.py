@@ -74,7 +74,7 @@ def servers(healthy: list[str], hostile: list[str]) -> list[subprocess.Popen[byt
 
 
 def serve_hostile(addresses: list[str]) -> None:
-    known = {name: b for name, b, _, _ in BEHAVIOURS} | {ESCAPES_WITHIN_BOUNDS: answer(escapes(60))}
+    known = {name: b for name, b, _, _ in BEHAVIOURS} | {ESCAPES_WITHIN_BOUNDS: answer(escapes(30))}
     behaviours = [known[name] for name, times in MIX.items() for _ in range(times)]
     for address, behaviour in zip(addresses, behaviours, strict=True):
         Server(behaviour, address, 8000).__enter__()

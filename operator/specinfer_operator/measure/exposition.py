@@ -20,7 +20,7 @@ from dataclasses import dataclass
 MAX_LINE = 4096  # bytes of one sample line the operator reads; vLLM's are ~120
 MAX_LABELS = 16  # labels of such a line; vLLM's have three
 MAX_SAMPLES = 1024  # such lines in one exposition: 22 per served model and engine at K=14
-MAX_KEPT = 256 << 10  # bytes of such lines in all: ~3 KiB per engine; 32 data-parallel engines take 100 KiB
+MAX_KEPT = 128 << 10  # bytes of such lines in all: ~3.3 KiB per engine at K=14; 32 data-parallel ones take 106 KiB
 
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 # A label and its quoted value: the value's loop is unrolled (runs of plain characters, then one escape),

@@ -21,7 +21,7 @@ COSTLY = {
     if result in ("too_large", "unreadable", "protocol") and "a byte at a time" not in name
 }
 COSTLY["a real body"] = answer(REAL)
-COSTLY["sample lines of escapes, within the bound"] = answer(escapes(60))
+COSTLY["sample lines of escapes, within the bound"] = answer(escapes(30))
 
 
 @contextlib.contextmanager
