@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 import cel
 
+from specinfer_runtime.celscope import Scope, pruned, reads
+
 Reason = Literal["FieldValueInvalid", "FieldValueForbidden", "FieldValueRequired", "FieldValueDuplicate"]
 
 REASON_LABEL: dict[Reason, str] = {
@@ -199,15 +201,40 @@ def _compiled(expression: str) -> Any:
     return cel.compile(expression.replace(".matches(", ".cachedMatches("))
 
 
-def _context(self_value: Any, variable: str = "self", params: Any = None) -> Any:
+@cache
+def _reads(expressions: tuple[str, ...]) -> dict[str, Scope] | None:
+    """What the expressions read of each variable, together (None: give them everything)."""
+    together: dict[str, Scope] = {}
+    for expression in expressions:
+        found = reads(expression)
+        if found is None:
+            return None
+        for name, scope in found.items():
+            together.setdefault(name, Scope()).merge(scope)
+    return together
+
+
+def _scoped(expressions: tuple[str, ...], variables: dict[str, Any]) -> dict[str, Any]:
+    """The variables pruned to what `expressions` read (see celscope): their cost is that of what they read."""
+    scopes = _reads(expressions)
+    if scopes is None:
+        return variables
+    return {name: pruned(value, scopes[name]) for name, value in variables.items() if name in scopes}
+
+
+def _run(expression: str, variables: dict[str, Any]) -> Any:
+    context = cel.Context(variables=_scoped((expression,), variables), functions=KUBERNETES_FUNCTIONS)
+    return _compiled(expression).execute(context)
+
+
+def _variables(self_value: Any, variable: str = "self", params: Any = None) -> dict[str, Any]:
     value = dict(self_value) if isinstance(self_value, Mapping) else self_value
-    variables = {variable: value, **({"params": params} if params is not None else {})}
-    return cel.Context(variables=variables, functions=KUBERNETES_FUNCTIONS)
+    return {variable: value, **({"params": params} if params is not None else {})}
 
 
 def evaluate(expression: str, self_value: Any) -> Any:
     """Evaluate one CEL expression with `self` bound, as the API server does."""
-    return _compiled(expression).execute(_context(self_value))
+    return _run(expression, _variables(self_value))
 
 
 @dataclass(frozen=True)
@@ -221,19 +248,87 @@ def check(
     rules: Iterable[Rule], self_value: Any, path: str, variable: str = "self", params: Any = None
 ) -> list[Violation]:
     """Every rule that `self_value` breaks, with its message and the path it points at. Admission policy
-    rules see the whole resource as `object`, and their parameter object, if any, as `params`."""
+    rules see the whole resource as `object`, and their parameter object, if any, as `params`. The rules
+    are given what they read together, in one context; where that is large, each rule is given only what it
+    reads: the cel binding's cost is that of the values it is given, and of every field it selects."""
+    rules = tuple(rules)
+    variables = _variables(self_value, variable, params)
+    shared = _scoped(tuple(r.rule for r in rules), variables)
+    if _larger(shared, _SHARED):
+        verdicts = [_run(rule.rule, variables) for rule in rules]
+    else:
+        context = cel.Context(variables=shared, functions=KUBERNETES_FUNCTIONS)
+        verdicts = [_compiled(rule.rule).execute(context) for rule in rules]
+    return [
+        Violation(rule, path + rule.field_path, _message(rule, variables))
+        for rule, verdict in zip(rules, verdicts, strict=True)
+        if verdict is not True
+    ]
+
+
+# Values a context may hold for every rule of a set to share it: fewer, and a context for each rule costs more
+# than what they share; more, and what each rule selects from them costs more.
+_SHARED = 300
+
+
+def _larger(value: Any, limit: int) -> bool:
+    """Whether `value` holds more than `limit` maps, lists and scalars (counting stops there)."""
+    pending, seen = [value], 0
+    while pending:
+        item = pending.pop()
+        seen += 1
+        if seen > limit:
+            return True
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
+
+
+def check_each(rules: tuple[Rule, ...], items: list[tuple[str, Any]]) -> list[Violation]:
+    """`check` of `rules` on many objects (path, value) of one kind: each rule runs once over all of them
+    (a context and an evaluation per object would cost more than the rules themselves). Where a rule fails,
+    one more evaluation says which objects break it, and the first MAX_LISTED of them say why."""
+    scopes = _reads(tuple(r.rule for r in rules))
+    if scopes is None or len(items) == 1:  # one object: each rule given only what it reads costs the least
+        return [v for path, value in items for v in check(rules, value, path)]
+    scope = scopes.get("self")
+    each = [pruned(value, scope) if scope is not None else None for _, value in items]
+    # In chunks: the binding's `map` copies what it has built at every step, so one over every object would
+    # cost their number squared.
+    chunks = [each[i : i + _CHUNK] for i in range(0, len(each), _CHUNK)]
+    context = cel.Context(variables={"chunks__": chunks}, functions=KUBERNETES_FUNCTIONS)
     found: list[Violation] = []
-    if not rules:
-        return found
-    context = _context(self_value, variable, params)  # converting `self` once costs more than evaluating every rule
     for rule in rules:
-        if _compiled(rule.rule).execute(context) is True:
+        if _compiled(f"chunks__.all(chunk__, chunk__.all(self, {rule.rule}))").execute(context) is True:
             continue
-        message = rule.message
-        if rule.message_expression:
-            message = str(_compiled(rule.message_expression).execute(context))
-        found.append(Violation(rule, path + rule.field_path, message))
+        verdicts = _compiled(f"chunks__.map(chunk__, chunk__.map(self, {rule.rule}))").execute(context)
+        failing = itertools.compress(items, (v is not True for v in itertools.chain.from_iterable(verdicts)))
+        found += _failures(rule, list(failing))
     return found
+
+
+_CHUNK = 64
+# Objects listed for one rule: past them, one line says how many more break it. Every message costs an
+# evaluation of its own, and a thousand alike say no more than ten.
+MAX_LISTED = 10
+
+
+def _failures(rule: Rule, failing: list[tuple[str, Any]]) -> list[Violation]:
+    """The objects (path, value) that break `rule`, the first MAX_LISTED with their messages."""
+    found = [
+        Violation(rule, path + rule.field_path, _message(rule, _variables(value)))
+        for path, value in failing[:MAX_LISTED]
+    ]
+    if len(failing) > MAX_LISTED:
+        more = f"{len(failing) - MAX_LISTED} more from here on break the same rule (the first {MAX_LISTED} are listed)"
+        found.append(Violation(rule, failing[MAX_LISTED][0] + rule.field_path, more))
+    return found
+
+
+def _message(rule: Rule, variables: dict[str, Any]) -> str:
+    return str(_run(rule.message_expression, variables)) if rule.message_expression else rule.message
 
 
 def cel_list(values: Iterable[str | int]) -> str:

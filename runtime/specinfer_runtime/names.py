@@ -7,6 +7,8 @@ is applied, so the operator's own apply never fails on them.
 
 from __future__ import annotations
 
+import re
+
 from specinfer_runtime.celrules import cel_string
 
 _LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -37,6 +39,8 @@ def qualified_name(expr: str) -> str:
     )
 
 
-def label_value(expr: str) -> str:
-    """CEL: `expr` is a label value."""
-    return f"{expr}.matches({cel_string(LABEL_VALUE)})"
+# The same formats for Python, where a CEL evaluation per value would cost more than the value: the metadata
+# of an object (tens of thousands of labels fit in one), checked as apimachinery checks it. The lookahead
+# bounds the prefix as `qualified_name`'s split does.
+QUALIFIED_NAME = re.compile(rf"(?:(?=[^/]{{1,253}}/){_SUBDOMAIN}/)?{_NAME}")
+LABEL_VALUE_TEXT = re.compile(f"(?:{_NAME})?")

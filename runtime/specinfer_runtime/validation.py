@@ -19,7 +19,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
 from specinfer_runtime.base import CelRules, Section
-from specinfer_runtime.celrules import Rule, check
+from specinfer_runtime.celrules import Rule, check, check_each
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,7 @@ class Report(Generic[M]):
     value: M | None = None
     errors: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
+    stored: dict[str, Any] | None = None  # the valid document as the API server stores it (`value.dump()`)
 
     @property
     def ok(self) -> bool:
@@ -57,21 +58,44 @@ def join_path(base: str, key: str | int) -> str:
 
 
 def strip_nulls(data: Any, model: type[BaseModel] | None, path: str, dropped: list[str]) -> Any:
-    """Drop null-valued fields, as the API server prunes them from non-nullable fields. A key the model
-    does not have keeps its null: the API server's strict field validation refuses it as unknown."""
-    if isinstance(data, dict):
+    """Drop null-valued fields, as the API server prunes them from non-nullable fields: the fields of the
+    models, and the entries of a map. A key the model does not have keeps its null: the API server's strict
+    field validation refuses it as unknown. What a map or list of plain values holds is not looked into: the
+    free-form values of the passthrough maps keep their nulls, as the API server keeps them. What holds no
+    null is returned as it is, and a path is only spelled out for a null."""
+    keys: list[str | int] = []
+
+    def walk(value: Any, model: type[BaseModel] | None) -> Any:
+        if isinstance(value, list):
+            if model is None:
+                return value
+            out: list[Any] | None = None
+            for i, item in enumerate(value):
+                if isinstance(item, dict):
+                    keys.append(i)
+                    new = walk(item, model)
+                    keys.pop()
+                    if new is not item:
+                        out = out or list(value)
+                        out[i] = new
+            return value if out is None else out
         fields = field_models(model)
-        out = {}
-        for key, value in data.items():
-            known = model is None or key in fields
-            if value is None and known:
-                dropped.append(join_path(path, str(key)))
-                continue
-            out[key] = strip_nulls(value, fields.get(key), join_path(path, str(key)), dropped)
-        return out
-    if isinstance(data, list):
-        return [strip_nulls(v, model, join_path(path, i), dropped) for i, v in enumerate(data)]
-    return data
+        kept: dict[Any, Any] | None = None
+        for key, item in value.items():
+            if item is None and (model is None or key in fields):
+                dropped.append(functools.reduce(join_path, (*keys, str(key)), path))
+                kept = kept or dict(value)
+                del kept[key]
+            elif model is not None and isinstance(item, dict | list):
+                keys.append(str(key))
+                new = walk(item, fields.get(key))
+                keys.pop()
+                if new is not item:
+                    kept = kept or dict(value)
+                    kept[key] = new
+        return value if kept is None else kept
+
+    return walk(data, model) if isinstance(data, dict | list) else data
 
 
 @functools.cache
@@ -260,35 +284,65 @@ def _item_rules(annotation: Any) -> tuple[Rule, ...]:
 
 
 def rule_problems(value: Section, data: dict[str, Any], path: str) -> list[Problem]:
-    """Evaluate the CEL rules of `value` and of every section and rule-bearing list inside it."""
-    found = rule_violations(type(value).cel_rules, data, path)
-    for name, info in type(value).model_fields.items():
-        key = info.alias or name
-        child, sub = getattr(value, name), data.get(key)
-        if isinstance(child, Section) and isinstance(sub, dict):
-            found += rule_problems(child, sub, join_path(path, key))
-        elif isinstance(child, list) and isinstance(sub, list):
-            rules = _item_rules(info.annotation)
-            for i, (item, item_data) in enumerate(zip(child, sub, strict=True)):
-                item_path = join_path(join_path(path, key), i)
-                if isinstance(item, Section):
-                    found += rule_problems(item, item_data, item_path)
-                elif rules:
-                    found += rule_violations(rules, item_data, item_path)
-    return found
+    """Evaluate the CEL rules of `value` and of every section and rule-bearing list inside it: each rule
+    once over every object it applies to (`data` is `value` dumped)."""
+    found: Found = {}
+    _collect(type(value), data, path, found)
+    violations = (v for rules, items in found.values() for v in check_each(rules, items))
+    return [Problem(v.path.lstrip("."), v.message, v.rule.id) for v in violations]
 
 
-Advisor = Callable[[M], list[Problem]]
+# The objects rules apply to, by the identity of their rules: (the rules, [(path, object)]).
+Found = dict[int, tuple[tuple[Rule, ...], list[tuple[str, Any]]]]
 
 
-def validate(model: type[M], data: Any, prefix: str = "", advise: Advisor[M] | None = None) -> Report[M]:
-    """Schema, then CEL rules, then (for a valid document) warnings."""
+def _collect(model: type[Section], data: dict[str, Any], path: str, found: Found) -> None:
+    """The objects in `data` (a `model`) that rules apply to, grouped by their rules."""
+    if model.cel_rules:
+        found.setdefault(id(model.cel_rules), (model.cel_rules, []))[1].append((path, data))
+    for key, inner, item_rules in _ruled_fields(model):
+        sub = data.get(key)
+        at = join_path(path, key)
+        if isinstance(sub, dict) and inner is not None:
+            _collect(inner, sub, at, found)
+        elif isinstance(sub, list):
+            for i, item in enumerate(sub):
+                if inner is not None and isinstance(item, dict):
+                    _collect(inner, item, join_path(at, i), found)
+                elif item_rules:
+                    found.setdefault(id(item_rules), (item_rules, []))[1].append((join_path(at, i), item))
+
+
+@functools.cache
+def _ruled_fields(model: type[Section]) -> tuple[tuple[str, type[Section] | None, tuple[Rule, ...]], ...]:
+    """The fields of `model` with rules somewhere inside: (key, the section inside, rules on its items)."""
+    out = []
+    for name, info in model.model_fields.items():
+        inner = next((m for m in _inner_models(info.annotation) if issubclass(m, Section)), None)
+        item_rules = _item_rules(info.annotation)
+        if (inner is not None and _has_rules(inner)) or item_rules:
+            out.append((info.alias or name, inner if inner is not None and _has_rules(inner) else None, item_rules))
+    return tuple(out)
+
+
+@functools.cache
+def _has_rules(model: type[Section]) -> bool:
+    return bool(model.cel_rules) or bool(_ruled_fields(model))
+
+
+Advisor = Callable[[M, dict[str, Any]], list[Problem]]  # the document, and as stored
+
+
+def validate(
+    model: type[M], data: Any, prefix: str = "", advise: Advisor[M] | None = None, context: dict[str, Any] | None = None
+) -> Report[M]:
+    """Schema, then CEL rules, then (for a valid document) warnings. `context` is pydantic's validation context."""
     report: Report[M] = Report()
     dropped: list[str] = []
     data = strip_nulls(data, model, prefix, dropped)
     report.warnings += [Problem(p, "null value ignored (the API server drops nulls)") for p in dropped]
     try:
-        value = model.model_validate(data)
+        value = model.model_validate(data, context=context)
     except ValidationError as error:
         report.errors = sorted(schema_problems(error, model, prefix, data), key=lambda p: p.path)
         return report
@@ -298,7 +352,7 @@ def validate(model: type[M], data: Any, prefix: str = "", advise: Advisor[M] | N
         report.errors = rule_violations(model.admission_rules, dumped, prefix, "object")
     if report.errors:
         return report
-    report.value = value
+    report.value, report.stored = value, dumped
     if advise is not None:
-        report.warnings += advise(value)
+        report.warnings += advise(value, dumped)
     return report

@@ -93,7 +93,7 @@ def verdict_of(
 ) -> tuple[Verdict, SpeculativeInference | None, Desired | None]:
     """Whether the spec may roll out (valid, and within the tenant `policy`); the resource and its desired
     state when it may. `groups` says why an engine over several nodes cannot run (asked only for such a spec)."""
-    checker = functools.partial(check, policy=policy)
+    checker = functools.partial(check, policy=policy, stored=True)
     report = checker(cr_body)
     chosen = applied.resolve(cr_body, report, lambda c: family_hash(c, defaults), checker)
     if chosen is None:

@@ -121,7 +121,7 @@ def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> N
         publish(body, ctx, verdict, None, observed)
         return
     policy = ctx.tenant_policy()
-    checker = functools.partial(check, policy=policy)
+    checker = functools.partial(check, policy=policy, stored=True)
     report = checker(body)
     chosen = applied.resolve(body, report, lambda c: family_hash(c, ctx.defaults), checker)
     if chosen is None:

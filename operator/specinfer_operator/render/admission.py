@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from specinfer_operator.api.engine import EngineVersions, default_problems, undeclared
+from specinfer_operator.api.metadata import STORED
 from specinfer_operator.api.policy import POLICY_KIND, TenantPolicySpec, policy_problems
 from specinfer_operator.api.resource import API_VERSION, GROUP, KIND, SpeculativeInference
 from specinfer_operator.api.traps import traps
@@ -46,18 +47,19 @@ def identity_problems(data: Any) -> list[Problem]:
 
 
 def check(
-    data: Any, policy: TenantPolicySpec | None = None, engine: EngineVersions | None = None
+    data: Any, policy: TenantPolicySpec | None = None, engine: EngineVersions | None = None, stored: bool = False
 ) -> Report[SpeculativeInference]:
     """Everything `kubectl apply` and the operator would say about one SpeculativeInference; with a tenant
     policy, what it refuses too (the schema and the resource's own rules first, as admission runs them); with
-    `engine`, what a default runtime image of those releases cannot run (as the policy's defaultEngineVersions)."""
+    `engine`, what a default runtime image of those releases cannot run (as the policy's defaultEngineVersions).
+    `stored`: the resource comes from the API server, which has checked its metadata (see metadata.py)."""
     problems = identity_problems(data)
     if problems:
         return Report(errors=problems)
-    report = validate(SpeculativeInference, data, advise=_warnings)
-    if report.value is None or (policy is None and engine is None):
+    report = validate(SpeculativeInference, data, advise=_warnings, context={STORED: True} if stored else None)
+    if report.stored is None or (policy is None and engine is None):
         return report
-    resource = report.value.dump()
+    resource = report.stored
     if policy is not None:
         refused = policy_problems(
             resource, policy.model_copy(update={"default_engine_versions": engine}) if engine else policy
@@ -67,7 +69,6 @@ def check(
     return Report(errors=refused, warnings=report.warnings) if refused else report
 
 
-def _warnings(cr: SpeculativeInference) -> list[Problem]:
+def _warnings(cr: SpeculativeInference, resource: dict[str, Any]) -> list[Problem]:
     """Accepted, but probably not what was meant, or not checkable here (admission warns the same)."""
-    resource = cr.dump()
     return advise(cr.spec) + overridden(cr.spec.pod_template) + undeclared(resource) + traps(resource)

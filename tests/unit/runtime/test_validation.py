@@ -92,3 +92,12 @@ def test_every_method_is_documented_in_the_schema(method: str) -> None:
     field = schema["properties"]["spec"]["properties"]["speculative"]["properties"]["method"]
     assert method in field["enum"]
     assert method in field["description"]
+
+
+def test_nulls_in_passthrough_values_are_kept_as_the_api_server_keeps_them() -> None:
+    spec = {**NGRAM, "additionalConfig": {"refresh": None, "eplb_config": {"path": None, "sizes": [1, None]}}}
+    report = check(resource(spec))
+    assert report.ok
+    assert [p.path for p in report.warnings] == ["spec.additionalConfig.refresh"]  # a map's entry is pruned
+    assert report.stored is not None
+    assert report.stored["spec"]["additionalConfig"] == {"eplb_config": {"path": None, "sizes": [1, None]}}
