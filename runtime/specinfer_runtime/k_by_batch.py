@@ -110,8 +110,9 @@ def in_force(r: str, n: str) -> str:
 
 
 def k_at(n: str) -> str:
-    """CEL: the K of batch size `n` under the schedule (the range in force is unique, so its sum is its K)."""
-    return f"{SCHEDULE}.filter(r, {in_force('r', n)}).map(r, r.numSpeculativeTokens).sum()"
+    """CEL: the K of batch size `n` under the schedule: that of the range in force (there is one at most), 0
+    without one."""
+    return f"({SCHEDULE}.filter(r, {in_force('r', n)}).map(r, r.numSpeculativeTokens) + [0])[0]"
 
 
 def decode_size(n: str) -> str:
@@ -122,38 +123,60 @@ def decode_size(n: str) -> str:
 # Capture sizes to render for graph.maxBatchSize: one decode step per batch size (CEL, evaluated by the
 # renderer, so that the rules and the rendered sizes read the schedule the same way).
 COMPUTED_CAPTURE_SIZES = f"{BATCHES}.filter(n, n <= self.graph.maxBatchSize).map(n, {decode_size('n')})"
-# A batch size up to the largest capture size whose decode step has no capture size (explicit sizes, schedule).
-_MISSING = (
-    f"(!has(self.scheduling.maxNumSeqs) || n <= self.scheduling.maxNumSeqs) "
-    f"&& self.graph.captureSizes.exists(t, t >= {decode_size('n')}) && !({decode_size('n')} in self.graph.captureSizes)"
-)
+
+# The rules below look a K up for every capture size and every batch size, so they work out once, as
+# `spans`, where each range is in force: [first batch size, first batch size of the next range (past the
+# largest batch size after the last), K]. `[x].exists(v, ...)` binds x to v: CEL has no variables.
+_NEXT = f"({SCHEDULE}.filter(q, q.minBatchSize > r.minBatchSize).map(q, q.minBatchSize) + [65537]).min()"
+_SPANS = f"[{SCHEDULE}.map(r, [r.minBatchSize, {_NEXT}, r.numSpeculativeTokens])]"
+
+
+def _spanned(body: str) -> str:
+    """CEL: `body`, with `spans` bound, as a list's single value."""
+    return f"{_SPANS}.map(spans, {body})[0]"
+
+
+def _k_in(n: str) -> str:
+    """CEL: the K `spans` give batch size `n`, as `k_at`."""
+    return f"(spans.filter(t, t[0] <= {n} && {n} < t[1]).map(t, t[2]) + [0])[0]"
+
+
+# A capture size that is no decode step: no range in force at s / (K+1) whose K+1 divides it.
+_STRAY = "!spans.exists(t, s % (t[2] + 1) == 0 && t[0] <= s / (t[2] + 1) && s / (t[2] + 1) < t[1])"
+
+
+def _missing(n: str) -> str:
+    """CEL: batch size `n` has a decode step up to `top` (the largest capture size) and no capture size."""
+    return (
+        f"(!has(self.scheduling.maxNumSeqs) || {n} <= self.scheduling.maxNumSeqs) "
+        f"&& [{n} * ({_k_in(n)} + 1)].exists(d, top >= d && !(d in self.graph.captureSizes))"
+    )
+
+
+_LARGEST = "[self.graph.captureSizes.max()]"  # bound to `top`
 
 
 ENGINE_RULES = (
     Rule(
         id="R22",
-        rule=f"!has({SCHEDULE}) || !has(self.graph.captureSizes) || !({FULL_MODE}) || self.graph.captureSizes.all("
-        f"s, {SCHEDULE}.exists(r, s % (r.numSpeculativeTokens + 1) == 0 "
-        f"&& {in_force('r', 's / (r.numSpeculativeTokens + 1)')}))",
+        rule=f"!has({SCHEDULE}) || !has(self.graph.captureSizes) || !({FULL_MODE}) "
+        f"|| {_SPANS}.all(spans, self.graph.captureSizes.all(s, !({_STRAY})))",
         message="capture sizes %s are no decode step's size under numSpeculativeTokensPerBatchSize in graph mode "
         "%s: a step of n sequences verifies n x (K+1) tokens, K being that of batch size n; drop them, or set "
         "graph.maxBatchSize and let the operator compute the sizes",
-        args=(
-            f"self.graph.captureSizes.filter(s, !{SCHEDULE}.exists(r, s % (r.numSpeculativeTokens + 1) == 0 "
-            f"&& {in_force('r', 's / (r.numSpeculativeTokens + 1)')}))",
-            "self.graph.mode",
-        ),
+        args=(_spanned(f"self.graph.captureSizes.filter(s, {_STRAY})"), "self.graph.mode"),
         field_path=".graph.captureSizes",
     ),
     Rule(
         id="R22",
-        rule=f"!has({SCHEDULE}) || !has(self.graph.captureSizes) || !({FULL_MODE}) || !{BATCHES}.exists(n, {_MISSING})",
+        rule=f"!has({SCHEDULE}) || !has(self.graph.captureSizes) || !({FULL_MODE}) "
+        f"|| !{_SPANS}.exists(spans, {_LARGEST}.exists(top, {BATCHES}.exists(n, {_missing('n')})))",
         message="capture sizes miss %s, the decode steps of batch sizes %s under numSpeculativeTokensPerBatchSize "
         "(n x (K+1), K being that of batch size n): every batch size up to the largest captured one needs its "
         "size; add them, or set graph.maxBatchSize and let the operator compute the sizes",
         args=(
-            f"{BATCHES}.filter(n, {_MISSING}).map(n, {decode_size('n')})",
-            f"{BATCHES}.filter(n, {_MISSING})",
+            _spanned(f"{_LARGEST}.map(top, {BATCHES}.filter(n, {_missing('n')}).map(n, n * ({_k_in('n')} + 1)))[0]"),
+            _spanned(f"{_LARGEST}.map(top, {BATCHES}.filter(n, {_missing('n')}))[0]"),
         ),
         field_path=".graph.captureSizes",
     ),
