@@ -12,9 +12,10 @@ the CRD (as the label-key checks do), and in-process from the same expressions.
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Annotated, Any
 
-from pydantic import Field, JsonValue
+from pydantic import BeforeValidator, Field
 
 from specinfer_runtime import flags
 from specinfer_runtime.celrules import Reason, Rule, cel_list, map_keys
@@ -92,7 +93,79 @@ def options_field(flag: str, what: str) -> Any:
     )
 
 
-Options = dict[str, JsonValue]
+# What one value may hold. The CRD keeps the values as they are, so only these bounds keep a value from
+# filling a request: every stage that reads it (admission, the operator's check and render, the runtime)
+# would pay its size, and a deep one overflows recursive readers (the operator's JSON parser among them).
+# vLLM's options are scalars, lists of sizes and maps of settings: a map of lists is as deep as they go.
+MAX_VALUE_ENTRIES = 256
+SHAPE_MESSAGE = (
+    f"each value holds at most {MAX_VALUE_ENTRIES} entries in all, in lists and maps nested at most two deep "
+    "(a map of lists, not a list of maps of lists): set only the options that differ from vLLM's defaults"
+)
+
+
+def _entries(value: Any) -> list[Any]:
+    return list(value.values()) if isinstance(value, dict) else value
+
+
+def within_bounds(value: Any) -> bool:
+    """A passthrough value within MAX_VALUE_ENTRIES entries, lists and maps at most two deep (as
+    `within_bounds_cel`); measured from the outside in, so that a value far over costs no more than one
+    at the bound."""
+    if not isinstance(value, dict | list):
+        return True
+    entries = _entries(value)
+    if len(entries) > MAX_VALUE_ENTRIES:
+        return False
+    inner = [_entries(x) for x in entries if isinstance(x, dict | list)]
+    if len(entries) + sum(map(len, inner)) > MAX_VALUE_ENTRIES:
+        return False
+    return not any(isinstance(y, dict | list) for x in inner for y in x)
+
+
+def within_bounds_cel(v: str) -> str:
+    """CEL of `within_bounds` for the admission policy: sizes first, so that no value costs more than its
+    bound to check."""
+
+    def container(x: str) -> str:
+        return f"(type({x}) == list || type({x}) == map)"
+
+    def entries(x: str) -> str:
+        return f"(type({x}) == map ? {x}.map(e, {x}[e]) : {x})"
+
+    total = f"size({v}) + {entries(v)}.map(x, {container('x')} ? size(x) : 0).sum()"
+    flat = f"{entries(v)}.all(x, !{container('x')} || {entries('x')}.all(y, !{container('y')}))"
+    return f"!{container(v)} || (size({v}) <= {MAX_VALUE_ENTRIES} && {total} <= {MAX_VALUE_ENTRIES} && {flat})"
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _json(value: Any) -> bool:
+    """A JSON value (of at most two levels: within_bounds holds)."""
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            return False
+        value = list(value.values())
+    if isinstance(value, list):
+        return _SCALARS.issuperset(map(type, value)) or all(map(_json, value))
+    return isinstance(value, str | int | float | bool) or value is None
+
+
+def _bounded(options: Any) -> Any:
+    """Refuse values over the bounds before anything reads them whole, then what JSON cannot hold. The
+    values are kept as they are (JsonValue would call back into Python for every entry, at every dump)."""
+    if isinstance(options, dict):
+        over = [key for key, value in options.items() if not within_bounds(value)]
+        if over:
+            raise ValueError(f"{json.dumps(over)}: {SHAPE_MESSAGE}")
+        odd = [key for key, value in options.items() if not _json(value)]
+        if odd:
+            raise ValueError(f"{json.dumps(odd)}: not JSON: values are numbers, strings, booleans, nulls, lists, maps")
+    return options
+
+
+Options = Annotated[dict[str, Any], BeforeValidator(_bounded)]
 
 
 def _keys(target: str, keys: str, message: str, field: str, reason: Reason = "FieldValueForbidden") -> Rule:
@@ -127,6 +200,23 @@ def admission_rules(root: str) -> tuple[Rule, ...]:
             f"rendered by the operator from typed fields: {owned_additional}: set those instead",
             f"{at}additionalConfig",
         ),
+    )
+
+
+def shape_rules(root: str) -> tuple[Rule, ...]:
+    """`within_bounds` of both maps' values in the object at `root`, for the admission policy (the schema cannot
+    bound a free-form value; in-process the models check it, before reading the value)."""
+    field = root.removeprefix("object").removeprefix(".")
+    at = f"{field}." if field else ""
+    return tuple(
+        map_keys(
+            "passthrough",
+            f"{root}.{name}",
+            within_bounds_cel(f"{root}.{name}[k]"),
+            "%s: " + SHAPE_MESSAGE,
+            f"{at}{name}",
+        )
+        for name in ("compilationConfig", "additionalConfig")
     )
 
 

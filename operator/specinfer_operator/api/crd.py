@@ -18,6 +18,7 @@ from specinfer_operator.api.resource import (
     SpeculativeInference,
 )
 from specinfer_operator.api.traps import ADMISSION_TRAPS
+from specinfer_runtime import passthrough
 from specinfer_runtime.base import Section
 from specinfer_runtime.celrules import Rule
 
@@ -170,8 +171,9 @@ def policy_crd() -> dict[str, Any]:
 def admission_policy() -> list[dict[str, Any]]:
     """The ValidatingAdmissionPolicy (and its binding) holding the rules CEL in the CRD cannot afford.
 
-    The CRD's CEL is costed before it runs, against worst-case sizes; map keys have no size bound in a
-    schema, so checking them there is refused as too expensive. A policy is costed as it runs. It only
+    The CRD's CEL is costed before it runs, against worst-case sizes; map keys and the passthrough maps'
+    free-form values have no size bound in a schema, so checking them there is refused as too expensive. A
+    policy is costed as it runs. It only
     looks at creates and at updates that change the spec, so that metadata updates of an object
     admitted before the policy existed still go through."""
     name = f"{PLURAL}.{GROUP}"
@@ -181,7 +183,8 @@ def admission_policy() -> list[dict[str, Any]]:
         "metadata": {"name": name, "labels": LABELS},
         "spec": {"policyName": name, "validationActions": ["Deny"]},
     }
-    return [_validating_policy(name, SpeculativeInference.admission_rules), binding]
+    rules = (*SpeculativeInference.admission_rules, *passthrough.shape_rules("object.spec"))
+    return [_validating_policy(name, rules), binding]
 
 
 WARNINGS = f"{PLURAL}.{GROUP}-warnings"

@@ -26,6 +26,12 @@ Key = Annotated[str, Field(min_length=1, max_length=317)]
 LabelMap = dict[str, LabelValue]
 # Annotations: keys as for labels (the admission policy checks them), values up to 4 KiB each.
 AnnotationMap = dict[str, Annotated[str, Field(max_length=4096)]]
+# Kubernetes bounds none of these. Each term and requirement is checked by rules of its own, at admission
+# and by the operator at every reconcile: these bounds keep the largest spec's check within its budget
+# (docs/security.md, "Admission cost"), well above what the placement of a few engine pods needs.
+MAX_TERMS = 8  # node selector terms, preferred node terms, pod (anti-)affinity terms of each kind
+MAX_REQUIREMENTS = 4  # matchExpressions of a node selector term or a label selector
+MAX_LABELS = 8  # matchLabels of a label selector
 
 
 def key_rule(field: str, what: str) -> Rule:
@@ -116,7 +122,7 @@ class NodeSelectorRequirement(Section):
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"] = Field(
         description="How key and values relate."
     )
-    values: list[LabelValue] | None = Field(default=None, max_length=64, description="Label values.")
+    values: list[LabelValue] | None = Field(default=None, max_length=32, description="Label values.")
 
     cel_rules: ClassVar[tuple[Rule, ...]] = (key_rule("key", "key"), *_operator_values(numeric=True))
 
@@ -136,7 +142,7 @@ class NodeSelectorTerm(Section):
     """Requirements that must all hold (core/v1 NodeSelectorTerm)."""
 
     match_expressions: list[NodeSelectorRequirement] | None = Field(
-        default=None, max_length=32, description="Requirements on node labels."
+        default=None, max_length=MAX_REQUIREMENTS, description="Requirements on node labels."
     )
     match_fields: list[NodeFieldSelectorRequirement] | None = Field(
         default=None, max_length=8, description="Requirements on node fields."
@@ -146,7 +152,7 @@ class NodeSelectorTerm(Section):
 class NodeSelector(Section):
     """Terms of which one must hold (core/v1 NodeSelector)."""
 
-    node_selector_terms: list[NodeSelectorTerm] = Field(min_length=1, max_length=16, description="ORed terms.")
+    node_selector_terms: list[NodeSelectorTerm] = Field(min_length=1, max_length=MAX_TERMS, description="ORed terms.")
 
 
 class PreferredSchedulingTerm(Section):
@@ -163,7 +169,7 @@ class NodeAffinity(Section):
         default=None, description="Nodes the pods must run on."
     )
     preferred_during_scheduling_ignored_during_execution: list[PreferredSchedulingTerm] | None = Field(
-        default=None, max_length=16, description="Nodes the pods prefer."
+        default=None, max_length=MAX_TERMS, description="Nodes the pods prefer."
     )
 
 
@@ -172,7 +178,7 @@ class LabelSelectorRequirement(Section):
 
     key: Key = Field(description="Label key.")
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"] = Field(description="How key and values relate.")
-    values: list[LabelValue] | None = Field(default=None, max_length=64, description="Label values.")
+    values: list[LabelValue] | None = Field(default=None, max_length=32, description="Label values.")
 
     cel_rules: ClassVar[tuple[Rule, ...]] = (key_rule("key", "key"), *_operator_values(numeric=False))
 
@@ -180,9 +186,11 @@ class LabelSelectorRequirement(Section):
 class LabelSelector(Section):
     """A label selector (meta/v1 LabelSelector)."""
 
-    match_labels: LabelMap | None = Field(default=None, max_length=32, description="Labels that must all match.")
+    match_labels: LabelMap | None = Field(
+        default=None, max_length=MAX_LABELS, description="Labels that must all match."
+    )
     match_expressions: list[LabelSelectorRequirement] | None = Field(
-        default=None, max_length=32, description="Requirements that must all hold."
+        default=None, max_length=MAX_REQUIREMENTS, description="Requirements that must all hold."
     )
 
 
@@ -210,10 +218,10 @@ class PodAffinity(Section):
     """Pod affinity or anti-affinity (core/v1 PodAffinity / PodAntiAffinity)."""
 
     required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] | None = Field(
-        default=None, max_length=16, description="Terms that must hold."
+        default=None, max_length=MAX_TERMS, description="Terms that must hold."
     )
     preferred_during_scheduling_ignored_during_execution: list[WeightedPodAffinityTerm] | None = Field(
-        default=None, max_length=16, description="Terms preferred to hold."
+        default=None, max_length=MAX_TERMS, description="Terms preferred to hold."
     )
 
 
