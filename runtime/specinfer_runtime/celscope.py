@@ -243,10 +243,16 @@ def pruned(value: Any, scope: Scope) -> Any:
     values, elements = scope.fields.get(ITEMS), scope.fields.get(ELEMENTS)
     if isinstance(value, list):
         inner = _merged(values, elements)
-        return [pruned(item, inner) for item in value] if inner is not None else "-" * len(value)
+        if inner is None:
+            return "-" * len(value)
+        return value if inner.use == "full" else [pruned(item, inner) for item in value]
     every = elements is not None or scope.use == "size"  # iterated or counted: every key stays
-    if not every and values is None:  # named fields only
-        return {key: pruned(value[key], inner) for key, inner in scope.fields.items() if key in value}
+    if not every and values is None:  # named fields only (the common case, and the hot one)
+        return {
+            key: value[key] if inner.use == "full" else pruned(value[key], inner)
+            for key, inner in scope.fields.items()
+            if key in value
+        }
     out = {}
     for key, item in value.items():
         inner = _merged(scope.fields.get(key), values)
