@@ -87,7 +87,7 @@ vllm-flags: setup
 
 ## bench: validation and rendering throughput
 bench: setup
-	$(BIN)/python bench/validate_render.py
+	$(BIN)/python -m bench.validate_render
 
 ## bench-operator: the operator on the local control plane (latency, 500 resources, RSS, idle writes)
 bench-operator: setup
