@@ -137,7 +137,7 @@ class _Filler:
 
 
 _CONTAINERS = ("spec.runtime", "spec.podTemplate.spec.containers[]", "spec.podTemplate.spec.initContainers[]")
-_SOURCES = ("emptyDir", "hostPath", "configMap", "secret", "persistentVolumeClaim", "nfs")
+_SOURCES = ("hostPath", "configMap", "secret", "persistentVolumeClaim", "nfs", "csi")  # all but emptyDir
 # Where the valid resource chooses: one of each set of alternatives, values the rules across fields accept.
 VALID: dict[str, Choice] = {
     "spec.model.source.hostPath": OMIT,
@@ -171,6 +171,12 @@ VALID: dict[str, Choice] = {
     "spec.rollout.canary.percent": OMIT,
     "spec.disruptionBudget.minAvailable": OMIT,
     "spec.podTemplate.spec.serviceAccountName": OMIT,
+    # What the chart's default tenant policy allows.
+    "spec.podTemplate.spec.runtimeClassName": OMIT,
+    "spec.podTemplate.spec.terminationGracePeriodSeconds": 3600,
+    "spec.resources.npuResourceName": "huawei.com/Ascend910",
+    "spec.placement.schedulerName": "default-scheduler",
+    "spec.runtime.imagePullSecrets[]": "vllm-api-key",
     "spec.podTemplate.spec.volumes[].name": lambda f: f"v{f.index}",
     **{f"spec.podTemplate.spec.volumes[].{s}": OMIT for s in _SOURCES},
     **{f"{c}.env[].valueFrom": OMIT for c in _CONTAINERS},

@@ -16,7 +16,7 @@ from specinfer_runtime.validation import Report
 from tests.support.builders import resource
 from tests.support.casetable import load_cases
 from tests.support.policycases import CASES as POLICY_CASES
-from tests.support.policycases import spec_of
+from tests.support.policyspecs import spec_of
 from tests.support.strategies import BASES, resources
 
 
