@@ -87,6 +87,7 @@ def crash(cluster: Cluster, namespace: str, pod: dict[str, Any]) -> None:
 
 
 def crashing(obj: dict[str, Any]) -> bool:
+    """The status tells the crash loop."""
     return condition(obj, "Ready").get("reason") == "CrashLoopBackOff"
 
 
@@ -117,13 +118,7 @@ def test_a_secrets_value_reaches_no_status_event_or_log(cluster: Cluster, namesp
     wait_ready(cluster, namespace, "leaky")
     (pod,) = wait_until("the pod", lambda: pods(cluster, namespace, "leaky"))
     crash(cluster, namespace, pod)
-    obj = wait_resource(
-        cluster,
-        namespace,
-        "leaky",
-        "CrashLoopBackOff",
-        lambda o: condition(o, "Ready").get("reason") == "CrashLoopBackOff",
-    )
+    obj = wait_resource(cluster, namespace, "leaky", "CrashLoopBackOff", crashing)
     said = condition(obj, "Ready")["message"]
     assert said.endswith("last exit: exit code 1") or "last exit of container proxy: exit code 1" in said, said
 
