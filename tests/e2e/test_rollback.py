@@ -17,8 +17,15 @@ NEVER_READY = "e2e.specinfer.io/runtime:never-ready"
 PREFLIGHT = "preflight: the draft model's vocabulary (32000 tokens) differs from the target's (128256)"
 
 
-def failing(image: str, **rollout: Any) -> dict[str, Any]:
-    return {**spec(k=4), "runtime": {"image": image}, **({"rollout": rollout} if rollout else {})}
+def failing(image: str, method: str = "eagle3", **rollout: Any) -> dict[str, Any]:
+    body = spec(k=4)
+    body["speculative"] = {**body["speculative"], "method": method}
+    return {**body, "runtime": {"image": image}, **({"rollout": rollout} if rollout else {})}
+
+
+def row(cluster: Cluster, namespace: str, name: str) -> list[str]:
+    """The resource's row of `kubectl get specinference`: NAME, METHOD, K, READY, STATUS, ..."""
+    return cluster.kubectl("get", "specinference", "-n", namespace, name, "--no-headers").stdout.split()
 
 
 def degraded_by(reason: str) -> Any:
@@ -41,7 +48,7 @@ def test_a_configuration_whose_pods_crash_is_rolled_back(cluster: Cluster, names
     assert good["status"]["rollout"]["lastGood"]["configHash"] == good_hash
     assert good["status"]["rollout"]["lastGood"]["configMap"] == f"canary-engine-{good_hash}"
 
-    apply(cluster, namespace, "canary", failing(CRASHLOOP))
+    apply(cluster, namespace, "canary", failing(CRASHLOOP, method="eagle"))
     obj = wait_resource(cluster, namespace, "canary", "Degraded=RolledBack", degraded_by("RolledBack"), 60)
     degraded = condition(obj, "Degraded")
     assert degraded["status"] == "True"
@@ -67,6 +74,7 @@ def test_a_configuration_whose_pods_crash_is_rolled_back(cluster: Cluster, names
     assert template_images(cluster, namespace, "canary") == good_images
     assert (served["status"]["configHash"], served["status"]["speculation"]["numSpeculativeTokens"]) == (good_hash, 3)
     assert condition(served, "Ready")["reason"] == "RolledBack"
+    assert row(cluster, namespace, "canary")[:5] == ["canary", "eagle3", "3", "2/2", "RolledBack"]  # not eagle
     assert cluster.get("configmap", "-n", namespace, f"canary-engine-{good_hash}")  # kept for it
 
     # Restarted, the operator keeps the rollback: it resumes the resource without trying the failed spec.

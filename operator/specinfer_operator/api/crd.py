@@ -22,8 +22,10 @@ from specinfer_runtime import passthrough
 from specinfer_runtime.base import Section
 from specinfer_runtime.celrules import Rule
 
+# Every column that describes the serving configuration reads the status: after a rollback the spec still says
+# what failed, while the status says what serves.
 PRINTER_COLUMNS = [
-    {"name": "Method", "type": "string", "jsonPath": ".spec.speculative.method"},
+    {"name": "Method", "type": "string", "jsonPath": ".status.speculation.method"},
     {"name": "K", "type": "integer", "jsonPath": ".status.speculation.numSpeculativeTokens"},
     {"name": "Ready", "type": "string", "jsonPath": ".status.ready"},
     {"name": "Status", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].reason'},

@@ -148,6 +148,12 @@ def test_names_columns_and_subresources() -> None:
     assert version["subresources"]["scale"]["specReplicasPath"] == ".spec.replicas"
 
 
+def test_the_columns_say_what_serves() -> None:
+    """What serves is the status's: after a rollback the spec still says what failed."""
+    columns = crd()["spec"]["versions"][0]["additionalPrinterColumns"]
+    assert [c["name"] for c in columns if c["jsonPath"].startswith(".spec")] == []
+
+
 def test_crd_yaml_round_trips() -> None:
     documents = [crd(), policy_crd(), *admission_policy(), *admission_warnings(), tenant_admission_policy()]
     assert list(yaml.safe_load_all(crd_yaml())) == documents
