@@ -44,7 +44,7 @@ def test_each_method_needs_its_first_vllm_ascend_release(method: str, too_old: s
 
 
 def test_async_scheduling_and_block_verify_have_their_own_floors() -> None:
-    eagle3 = spec_of("eagle3", scheduling={"asyncScheduling": True})  # and Block Verify, as in the example
+    eagle3 = spec_of("options/block-verify", scheduling={"asyncScheduling": True})  # eagle3 with Block Verify
     assert unsupported(eagle3, {"vllm-ascend": "0.12.0rc1"}) == [
         "this image has vllm-ascend 0.12.0rc1, but asyncScheduling with speculative decoding needs >= 0.13.0rc1, "
         "rejectionSampler (Block/Entropy Verify) needs >= 0.22.1rc1: use a newer runtime image (spec.runtime.image), "

@@ -37,7 +37,7 @@ def test_valid_directory_exits_0() -> None:
     code, out, err = run("validate", str(EXAMPLES))
     assert code == 0
     assert out == ""
-    assert "16 SpeculativeInference checked: 16 valid, 0 invalid" in err
+    assert "17 SpeculativeInference checked: 17 valid, 0 invalid" in err
 
 
 def test_invalid_file_exits_1_with_one_line_per_problem(tmp_path: Path) -> None:
