@@ -60,15 +60,19 @@ def test_auto_offers_the_engines_adaptivity_and_the_status_says_what_serves(clus
     assert serving["speculation"]["adaptivity"] == "StaticK"  # the stable pods' until the canary is promoted
     assert serving["tuning"]["family"] == family  # tuning keeps measuring the spec as written
 
+    # Promoted, the configuration rolls to every pod; it becomes the last good one (status.rollout.lastGood, what
+    # a rollback restores, written whole in the same patch) once it serves on all of them, not before: until then
+    # the last good configuration is still the one before, mechanism included.
     cluster.kubectl("annotate", "specinference", "-n", namespace, NAME, "specinfer.io/canary=promote")
     done = wait_resource(
         cluster,
         namespace,
         NAME,
-        "the mechanism serving",
+        "the mechanism serving on every pod",
         lambda o: (
             o["status"].get("configHash") == trial
             and (o["status"].get("speculation") or {}).get("adaptivity") == "AdaptiveVerification"
+            and ((o["status"].get("rollout") or {}).get("lastGood") or {}).get("configHash") == trial
         ),
         120,
     )
