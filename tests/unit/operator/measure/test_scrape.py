@@ -28,7 +28,7 @@ def test_a_real_exposition() -> None:
     # generated, 4 first tokens, 135 iterations.
     steps = Steps(steps=131, seconds=1.3733576490012638, generated=192, requests=4, iterations=135)
     with serving(answer(REAL)) as server:
-        assert scrape(endpoint(server.port), timeout=2) == Counts(30, 84, 64, (24, 21, 19), steps)
+        assert scrape(endpoint(server.port), timeout=UNHURRIED) == Counts(30, 84, 64, (24, 21, 19), steps)
 
 
 def test_a_chunked_answer_with_trailers_reads_the_same() -> None:
@@ -36,7 +36,7 @@ def test_a_chunked_answer_with_trailers_reads_the_same() -> None:
         b"%x\r\n%s\r\n" % (len(REAL[i : i + 1000]), REAL[i : i + 1000]) for i in range(0, len(REAL), 1000)
     )
     with serving(answer(REAL)) as plain, serving(send(CHUNKED + chunks + b"0\r\nX-Trailer: 1\r\n\r\n")) as chunked:
-        assert scrape(endpoint(chunked.port), timeout=2) == scrape(endpoint(plain.port), timeout=2)
+        assert scrape(endpoint(chunked.port), timeout=UNHURRIED) == scrape(endpoint(plain.port), timeout=UNHURRIED)
 
 
 def test_the_linear_reader_agrees_with_prometheus_client_on_real_captures() -> None:
@@ -54,7 +54,7 @@ def test_the_linear_reader_agrees_with_prometheus_client_on_real_captures() -> N
 def test_an_engine_without_speculation_has_no_counters() -> None:
     body = b"".join(line + b"\n" for line in REAL.splitlines() if b"spec_decode" not in line)
     with serving(answer(body)) as server:
-        assert scrape(endpoint(server.port), timeout=2) is None
+        assert scrape(endpoint(server.port), timeout=UNHURRIED) is None
 
 
 @pytest.mark.parametrize(
@@ -101,12 +101,12 @@ def test_the_limit_counts_every_byte_received() -> None:
     """A body read until the connection closes (no length announced) is cut at the limit."""
     unannounced = send(OK_HEAD + b"\r\n" + b"# padding\n" * (LIMIT // 10 + 10))
     with serving(unannounced) as server, pytest.raises(ScrapeError, match="sent more than 4 MiB"):
-        scrape(endpoint(server.port), timeout=5)
+        scrape(endpoint(server.port), timeout=UNHURRIED)
 
 
 def test_closed_ports_are_unreachable() -> None:
     with serving(answer(REAL)) as server:
         port = server.port
     with pytest.raises(ScrapeError, match=rf"127\.0\.0\.1:{port}/metrics") as raised:
-        scrape(endpoint(port), timeout=2)
+        scrape(endpoint(port), timeout=UNHURRIED)
     assert raised.value.result == "unreachable"
