@@ -15,12 +15,18 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NPU = "huawei.com/Ascend910"
 
 
+@pytest.mark.usefixtures("operator")
 def test_kubectl_get_prints_the_columns(cluster: Cluster, namespace: str) -> None:
     cluster.kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "ngram.yaml"), "-f", str(EXAMPLES / "eagle3.yaml"))
-    out = cluster.kubectl("get", "specinference", "-n", namespace).stdout
-    header, *rows = out.splitlines()
+    expected = [["llama3-eagle3", "eagle3"], ["llama3-ngram", "ngram"]]
+
+    def listing() -> list[str] | None:
+        """The rows once the operator has written what serves: METHOD reads the status, not the spec."""
+        lines = cluster.kubectl("get", "specinference", "-n", namespace).stdout.splitlines()
+        return lines if sorted(row.split()[:2] for row in lines[1:]) == expected else None
+
+    header, *rows = wait_until("both rows to name their method from the status", listing)
     assert header.split() == ["NAME", "METHOD", "K", "READY", "STATUS", "ACCEPT-LEN", "TUNING", "AGE"]
-    assert sorted(row.split()[:2] for row in rows) == [["llama3-eagle3", "eagle3"], ["llama3-ngram", "ngram"]]
     tuning = header.index("TUNING")
     assert {row[tuning : header.index("AGE")].strip() for row in rows} == {""}  # no tuning configured: no advice
     wide = cluster.kubectl("get", "specinf", "-n", namespace, "-o", "wide").stdout
