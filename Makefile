@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup run test check lint typecheck unit package e2e engine images crd docs vllm-flags bench bench-operator bench-telemetry bench-hostile bench-churn bench-tuning bench-load-sweep clean
+.PHONY: setup run test check lint typecheck unit package e2e engine images crd docs site vllm-flags bench bench-operator bench-telemetry bench-hostile bench-churn bench-tuning bench-load-sweep clean
 
 setup: $(STAMP)
 
@@ -75,11 +75,16 @@ crd: setup
 	$(BIN)/specinfer crd > crds/speculativeinference.yaml
 	cp crds/speculativeinference.yaml charts/specinfer-operator/crds/speculativeinference.yaml
 
+## site: the documentation site from docs/ (MkDocs, strict: a broken link or anchor, or a page missing from the
+## navigation of mkdocs.yml, fails), into site/
+site: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 ## docs: regenerate the support matrix (docs/support-matrix.md) from the runtime's compatibility table, and the
-## table of every spec field in docs/security.md from operator/specinfer_operator/api/reach.py
+## tables of the pages (hack/doc_tables.py: the README's methods, ConfigValid's reasons, every spec field)
 docs: setup
 	$(BIN)/specinfer support-matrix > docs/support-matrix.md
-	$(BIN)/python -m hack.security_fields docs/security.md
+	$(BIN)/python -m hack.doc_tables
 
 ## vllm-flags: regenerate the table of vllm serve's flags (and which the operator owns) and of --compilation-config's keys from the engine venv's vLLM
 vllm-flags: setup

@@ -4,8 +4,8 @@ at the batch that load puts in an engine.
 This is how the operator judges (controller/verdict.py): tokens per step over the step's time, compared at
 comparable batches, a figure moved to another batch through the step cost measured at several. On two cores
 the client, vLLM's API server and the engine share the CPU, and a round can lose most of its time between
-the client and the API server while the engine's own steps stay as fast as ever (the README's load-sweep
-section). Such a round shows in the engine's counters as a smaller batch at a shorter step, not as a slower
+the client and the API server while the engine's own steps stay as fast as ever (docs/contributing/benchmarks.md,
+the load sweep). Such a round shows in the engine's counters as a smaller batch at a shorter step, not as a slower
 one. Such rounds are measured again (bench/profiles.py, STARVED); where an engine starves on every retry,
 its step time is moved to the load's batch along that engine's own step time by batch, measured at every
 load, rather than judged at a load it did not serve.

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from specinfer_operator.api.engine import ENGINE_RULE
 from specinfer_operator.api.schema_limits import clamp
 from specinfer_operator.controller.health import Health, health
 from specinfer_operator.render import workload
@@ -30,6 +31,23 @@ GROUPS_MISSING = "LeaderWorkerSetMissing"  # an engine over several nodes, and n
 APPLY_REJECTED = "ApplyRejected"
 NAME_CONFLICT = "NameConflict"  # a child's name is held by an object this resource does not own
 REFUSED = (APPLY_REJECTED, NAME_CONFLICT)
+INVALID_SPEC = "InvalidSpec"
+INSUFFICIENT_NPUS = "InsufficientNPUCapacity"
+# Every ConfigValid reason and when it is given: the table of docs/operator.md is generated from it (make docs),
+# and a test holds that the reconcile and refresh code write no other.
+CONFIG_VALID = {
+    "Valid": "the spec is valid; it rolls out",
+    "ValidWithWarnings": "valid, but probably not what was meant: the warnings are in the message and in Events",
+    INVALID_SPEC: "a rule of the CRD or of the operator refuses the spec: the message names the field and the fix",
+    FORBIDDEN_BY_POLICY: "the tenant policy (SpeculativeInferencePolicy) refuses what the spec asks of its pods",
+    ENGINE_TOO_OLD: "the spec needs a later vLLM or vllm-ascend release than its runtime image runs",
+    INSUFFICIENT_NPUS: "a pod would need more NPUs than any node has",
+    GROUPS_MISSING: "an engine over several nodes, and no LeaderWorkerSet in the cluster to run it",
+    APPLY_REJECTED: "the API server or an admission policy refused a child: its message; retried every 30 s",
+    NAME_CONFLICT: "an object of a child's name belongs to someone else: left alone, named; retried every 30 s",
+}
+# The ConfigValid reason when these rules alone refuse the spec (any other mix is InvalidSpec).
+RULE_REASONS = {frozenset({"policy"}): FORBIDDEN_BY_POLICY, frozenset({ENGINE_RULE}): ENGINE_TOO_OLD}
 MEASURED_CONDITION = "LowAcceptance"
 
 # kstatus's abnormal-true conditions, each the mirror of one of ours; events report only the originals.

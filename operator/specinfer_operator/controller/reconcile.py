@@ -17,7 +17,6 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from specinfer_operator.api.engine import ENGINE_RULE
 from specinfer_operator.api.labels import selector_labels
 from specinfer_operator.api.policy import TenantPolicySpec
 from specinfer_operator.api.resource import SpeculativeInference
@@ -25,11 +24,12 @@ from specinfer_operator.api.service import INFERENCE_POOL_API_VERSION, INFERENCE
 from specinfer_operator.controller.arrangement import arrange, carry_out, starts_rollout
 from specinfer_operator.controller.conditions import (
     APPLY_REJECTED,
-    ENGINE_TOO_OLD,
-    FORBIDDEN_BY_POLICY,
     GROUPS_MISSING,
+    INSUFFICIENT_NPUS,
+    INVALID_SPEC,
     NAME_CONFLICT,
     REFUSED,
+    RULE_REASONS,
     Desired,
     Verdict,
 )
@@ -99,8 +99,7 @@ def verdict_of(
     if chosen is None:
         message = "; ".join(str(p) for p in report.errors)
         rules = {p.rule for p in report.errors}
-        reason = {frozenset({"policy"}): FORBIDDEN_BY_POLICY, frozenset({ENGINE_RULE}): ENGINE_TOO_OLD}
-        return Verdict(False, reason.get(frozenset(rules), "InvalidSpec"), message), None, None
+        return Verdict(False, RULE_REASONS.get(frozenset(rules), INVALID_SPEC), message), None, None
     cr = chosen.resource
     warnings = [str(p) for p in report.warnings] + ([chosen.warning] if chosen.warning else [])
     stated = policy.default_engine_versions if policy is not None else None
@@ -110,7 +109,7 @@ def verdict_of(
         return Verdict(False, GROUPS_MISSING, missing, warnings), cr, None
     problem = capacity_problem(desired, cr.spec.placement.node_selector or {}, nodes)
     if problem:
-        return Verdict(False, "InsufficientNPUCapacity", problem, warnings), cr, None
+        return Verdict(False, INSUFFICIENT_NPUS, problem, warnings), cr, None
     return Verdict(True, "ValidWithWarnings" if warnings else "Valid", "", warnings), cr, desired
 
 

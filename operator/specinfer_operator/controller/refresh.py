@@ -16,7 +16,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from specinfer_operator.controller.arrangement import arrange, carry_out
-from specinfer_operator.controller.conditions import GROUPS_MISSING, NAME_CONFLICT, Verdict
+from specinfer_operator.controller.conditions import GROUPS_MISSING, INVALID_SPEC, NAME_CONFLICT, Verdict
 from specinfer_operator.controller.context import Context, desired_of, observe
 from specinfer_operator.controller.publish import publish
 from specinfer_operator.controller.writes import Clash
@@ -116,7 +116,7 @@ def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> N
     observed = observe(ctx, body, kind)
     missing = ctx.groups_problem() if kind == workload.LEADER_WORKER_SET and config["status"] == "True" else None
     if config["status"] != "True" or missing:  # LeaderWorkerSet uninstalled: retried until it is back
-        reason, message = (GROUPS_MISSING, missing) if missing else (config.get("reason", "InvalidSpec"), "")
+        reason, message = (GROUPS_MISSING, missing) if missing else (config.get("reason", INVALID_SPEC), "")
         verdict = Verdict(False, reason, message or config.get("message", ""))
         publish(body, ctx, verdict, None, observed)
         return

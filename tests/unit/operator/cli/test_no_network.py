@@ -214,12 +214,12 @@ def test_offline_http_goes_through_a_proxy_that_refuses(tmp_path: Path) -> None:
         run([kubectl, "kustomize", str(tmp_path)], 20, "kubectl kustomize", env)
 
 
-def test_the_readme_shows_the_refusal_as_it_is(tmp_path: Path) -> None:
+def test_the_cli_page_shows_the_refusal_as_it_is(tmp_path: Path) -> None:
     _repository(tmp_path, "resources:\n- https://github.com/org/base//deploy?ref=v1\n", {}, "")
     result = specinfer("validate", "repo", cwd=tmp_path)
     line = result.stderr.splitlines()[0]
     assert line.startswith("repo/app: repo/app/kustomization.yaml: resources[0]: https://github.com/org/base//deploy")
-    assert f"\n{line}\n" in (ROOT / "README.md").read_text()
+    assert f"\n{line}\n" in (ROOT / "docs" / "cli.md").read_text()
 
 
 def test_a_charts_dependencies_are_not_fetched(tmp_path: Path, listener: Listener) -> None:
