@@ -80,11 +80,14 @@ crd: setup
 site: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-## docs: regenerate the support matrix (docs/support-matrix.md) from the runtime's compatibility table, and the
-## tables of the pages (hack/doc_tables.py: the README's methods, ConfigValid's reasons, every spec field)
+## docs: regenerate the support matrix (docs/support-matrix.md) from the runtime's compatibility table, the
+## tables of the pages (hack/doc_tables.py: the README's methods, ConfigValid's reasons, every spec field), and
+## the output of every `$ specinfer` transcript of the pages from the CLI, on the files their transcripts.yaml
+## define (hack/transcripts.py)
 docs: setup
 	$(BIN)/specinfer support-matrix > docs/support-matrix.md
 	$(BIN)/python -m hack.doc_tables
+	$(BIN)/python -m hack.transcripts
 
 ## vllm-flags: regenerate the table of vllm serve's flags (and which the operator owns) and of --compilation-config's keys from the engine venv's vLLM
 vllm-flags: setup
