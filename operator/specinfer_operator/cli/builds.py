@@ -32,34 +32,32 @@ ORIGIN = "config.kubernetes.io/origin"
 TRANSFORMATIONS = "alpha.config.kubernetes.io/transformations"
 
 
-class MissingToolError(ManifestError):
-    """kubectl or helm is needed and cannot be run: the command stops there, in one line (exit 2)."""
-
-
 class BuildError(ManifestError):
     """The tool ran and refused the input: its own message, in one line."""
 
 
 @dataclass(frozen=True)
 class BuildOptions:
-    """How kustomizations and charts are built: Helm values files, the time one build may take, and whether a
-    build may fetch from the network (remote.py)."""
+    """How kustomizations and charts are built: Helm values files, the time one build may take, whether a
+    build may fetch from the network (remote.py), and whether charts are rendered at all (--skip-charts)."""
 
     values: tuple[str, ...] = ()
     timeout: float = DEFAULT_TIMEOUT
     allow_remote: bool = False
+    charts: bool = True
 
 
-def tool(name: str, variable: str, needed_for: str) -> str:
-    """The executable `variable` names, else `name` on PATH."""
+def tool(name: str, variable: str, otherwise: str = "") -> str:
+    """The executable `variable` names, else `name` on PATH. Without it the build cannot run: one line for the
+    directory (`otherwise` says what else the user can do), and the command goes on with the other paths."""
     given = os.environ.get(variable)
     if given:
         if os.path.isfile(given) and os.access(given, os.X_OK):
             return given
-        raise MissingToolError(f"{variable}={given} is not an executable file ({name} builds {needed_for})")
+        raise ManifestError(f"{variable}={given} is not an executable file{otherwise}")
     found = shutil.which(name)
     if not found:
-        raise MissingToolError(f"{name} not found: put it on PATH or set {variable} ({name} builds {needed_for})")
+        raise ManifestError(f"{name} not found: put it on PATH or set {variable}{otherwise}")
     return found
 
 
@@ -112,7 +110,7 @@ def run(command: list[str], timeout: float, what: str, env: dict[str, str] | Non
             env=env,
         )
     except OSError as error:
-        raise MissingToolError(f"cannot run {command[0]}: {error.strerror or error}") from error
+        raise ManifestError(f"cannot run {command[0]}: {error.strerror or error}") from error
     deadline = time.monotonic() + timeout
     with process:
         try:
@@ -194,7 +192,7 @@ def kustomize(directory: Path, label: str, options: BuildOptions) -> Iterator[Bu
     file = kustomization_in(directory)
     if file is not None and not options.allow_remote:
         refuse_remote(file, shown)
-    kubectl = tool("kubectl", "SPECINFER_KUBECTL", f"the kustomization {label}")
+    kubectl = tool("kubectl", "SPECINFER_KUBECTL")
     with offline(options.allow_remote) as env:
         yield from _kustomized(kubectl, directory, label, options, env, shown)
 
@@ -261,7 +259,7 @@ _SEPARATOR = re.compile(r"^---[ \t]*$\n?", re.MULTILINE)
 def helm_template(directory: Path, label: str, options: BuildOptions) -> Iterator[Built]:
     """The objects `helm template CHART --values FILE...` renders, each traced to its template by the
     `# Source: CHART/templates/x.yaml` line helm writes above it."""
-    helm = tool("helm", "SPECINFER_HELM", f"the chart {label}")
+    helm = tool("helm", "SPECINFER_HELM", ", or leave charts out with --skip-charts")
     values = [arg for file in options.values for arg in ("--values", file)]
     with offline(options.allow_remote) as env:
         text = run([helm, "template", str(directory), *values], options.timeout, "helm template", env)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from specinfer_operator.api.policy import POLICY_KIND, SpeculativeInferencePolicy, TenantPolicySpec
-from specinfer_operator.cli.builds import BuildOptions, MissingToolError, Origin, helm_template, kustomize
+from specinfer_operator.cli.builds import BuildOptions, Origin, helm_template, kustomize
 from specinfer_operator.cli.files import read_limited, read_text
 from specinfer_operator.cli.kustomize import (
     COMPONENT,
@@ -218,16 +218,18 @@ def _component(directory: Path) -> bool:
 
 
 def _built(build: _Build, options: BuildOptions) -> Iterator[Item]:
-    """What a kustomization builds or a chart renders; MissingToolError stops the command."""
+    """What a kustomization builds or a chart renders. One that cannot be built (a template error, a missing
+    dependency or tool, a timeout) is one failure naming its directory; the other paths are still checked."""
     label = str(build.directory)
     if build.tool == "kustomize" and _component(build.directory):
         yield Skipped(label, "a kustomize Component, checked in the kustomizations that use it")
         return
+    if build.tool == "helm" and not options.charts:
+        yield Skipped(label, "a Helm chart, not rendered (--skip-charts)")
+        return
     make = kustomize if build.tool == "kustomize" else helm_template
     try:
         found = list(_classify(label, make(build.directory, label, options)))
-    except MissingToolError:
-        raise
     except ManifestError as error:
         yield LoadFailure(label, str(error))
         return

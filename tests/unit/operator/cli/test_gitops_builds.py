@@ -203,14 +203,104 @@ def test_without_kubectl_or_helm_one_line(monkeypatch: pytest.MonkeyPatch, tmp_p
     monkeypatch.setenv("PATH", str(tmp_path))  # neither is there; python itself is run by its full path
     refused(
         specinfer("validate", f"{REPO}/overlays/production", cwd=ROOT),
-        "specinfer validate: kubectl not found: put it on PATH or set SPECINFER_KUBECTL "
-        f"(kubectl builds the kustomization {REPO}/overlays/production)",
+        f"{REPO}/overlays/production: kubectl not found: put it on PATH or set SPECINFER_KUBECTL",
     )
     refused(
-        specinfer("validate", f"{REPO}/charts/llm", cwd=ROOT), "helm not found: put it on PATH or set SPECINFER_HELM"
+        specinfer("validate", f"{REPO}/charts/llm", cwd=ROOT),
+        f"{REPO}/charts/llm: helm not found: put it on PATH or set SPECINFER_HELM, or leave charts out with "
+        "--skip-charts",
     )
     monkeypatch.setenv("SPECINFER_HELM", str(ROOT / "README.md"))
     refused(specinfer("validate", f"{REPO}/charts/llm", cwd=ROOT), "README.md is not an executable file")
+
+
+def _repository_with_charts_that_do_not_build(where: Path, broken: bool = True) -> Path:
+    """The fixture repository, and a chart whose dependency is not built (and one with a template error)."""
+    repo = where / "repo"
+    shutil.copytree(ROOT / REPO, repo)
+    needs = repo / "charts" / "needs-a-dependency"
+    shutil.copytree(repo / "charts" / "llm", needs)
+    with (needs / "Chart.yaml").open("a") as chart:
+        chart.write("dependencies:\n- {name: redis, version: 1.0.0, repository: https://charts.example.com}\n")
+    if broken:
+        shutil.copytree(repo / "charts" / "llm", repo / "charts" / "broken")
+        (repo / "charts" / "broken" / "templates" / "broken.yaml").write_text("metadata: {{ .Values.name\n")
+    return repo
+
+
+@pytest.mark.parametrize("helm", ["runs", "missing"])
+def test_a_chart_that_does_not_build_is_one_line_and_every_other_result_is_still_reported(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, helm: str
+) -> None:
+    _repository_with_charts_that_do_not_build(tmp_path)
+    if helm == "missing":
+        monkeypatch.delenv("SPECINFER_HELM")
+        monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+        missing = "helm not found: put it on PATH or set SPECINFER_HELM, or leave charts out with --skip-charts"
+        why = dict.fromkeys(("broken", "llm", "needs-a-dependency"), missing)
+        summary = "3 SpeculativeInference checked: 2 valid, 1 invalid; 3 unreadable; 4 skipped (-v says why)"
+    else:
+        why = {
+            "broken": "helm template failed: Error: parse error at (llm/templates/broken.yaml:2): unclosed action",
+            "needs-a-dependency": "helm template failed: Error: An error occurred while checking for chart "
+            "dependencies. You may need to run `helm dependency build` to fetch missing dependencies: found in "
+            "Chart.yaml, but missing in charts/ directory: redis",
+        }
+        summary = "4 SpeculativeInference checked: 3 valid, 1 invalid; 2 unreadable; 5 skipped (-v says why)"
+    result = specinfer("validate", "repo", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert result.stdout.splitlines() == [TOO_MANY_TOKENS.replace(REPO, "repo")]  # still checked and reported
+    *lines, last = result.stderr.splitlines()
+    assert last == summary
+    assert len(lines) == len(why), result.stderr  # one line per chart
+    for chart, reason in why.items():
+        assert any(line.startswith(f"repo/charts/{chart}: {reason}") for line in lines), (chart, result.stderr)
+    reported = json.loads(specinfer("validate", "-o", "json", "repo", cwd=tmp_path).stdout)
+    assert sorted(r["file"] for r in reported if "error" in r) == sorted(f"repo/charts/{c}" for c in why)
+
+
+def test_the_docs_show_a_chart_that_does_not_build_as_it_is(tmp_path: Path) -> None:
+    _repository_with_charts_that_do_not_build(tmp_path, broken=False)
+    docs = (ROOT / "docs" / "gitops.md").read_text()
+    for args in (["repo/"], ["--skip-charts", "repo/"]):
+        result = specinfer("validate", *args, cwd=tmp_path)
+        assert result.returncode == (2 if len(args) == 1 else 1)
+        for line in result.stderr.splitlines() + result.stdout.splitlines():
+            assert f"\n{line}\n" in docs, line
+        assert f"\n$ specinfer validate {' '.join(args)}" in docs
+
+
+def test_without_kubectl_the_files_outside_kustomizations_are_still_checked(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("SPECINFER_KUBECTL")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    shutil.copytree(ROOT / REPO / "base", tmp_path / "base")
+    shutil.copy(ROOT / "examples" / "ngram.yaml", tmp_path / "ngram.yaml")
+    result = specinfer("validate", ".", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "base: kubectl not found: put it on PATH or set SPECINFER_KUBECTL",
+        "1 SpeculativeInference checked: 1 valid, 0 invalid; 1 unreadable; 1 skipped (-v says why)",
+    ]
+
+
+def test_skip_charts_leaves_every_chart_out_and_needs_no_helm(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _repository_with_charts_that_do_not_build(tmp_path)
+    monkeypatch.delenv("SPECINFER_HELM")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    result = specinfer("validate", "-v", "--skip-charts", "repo", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr  # the invalid overlay; no chart is a failure
+    assert result.stdout.splitlines() == [TOO_MANY_TOKENS.replace(REPO, "repo")]
+    skipped = [line for line in result.stderr.splitlines() if "--skip-charts" in line]
+    assert skipped == [
+        f"repo/charts/{chart}: skipped: a Helm chart, not rendered (--skip-charts)"
+        for chart in ("broken", "llm", "needs-a-dependency")
+    ]
+    assert (
+        result.stderr.splitlines()[-1] == "3 SpeculativeInference checked: 2 valid, 1 invalid; 7 skipped (-v says why)"
+    )
+    assert "--skip-charts" in specinfer("validate", "--help").stdout
 
 
 def _running(pid: int) -> bool:

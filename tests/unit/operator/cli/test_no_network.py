@@ -194,7 +194,7 @@ def test_offline_git_is_allowed_no_transport(tmp_path: Path, listener: Listener)
     """What the search would miss still fetches nothing: git, started by kubectl for a base, is refused every
     transport (here a component, which kustomize only ever clones) and never connects."""
     (tmp_path / "kustomization.yaml").write_text(f"components:\n- {listener.url}/org/repo.git//c\n")
-    kubectl = tool("kubectl", "SPECINFER_KUBECTL", "the test")
+    kubectl = tool("kubectl", "SPECINFER_KUBECTL")
     with offline(allow_remote=False) as env, pytest.raises(BuildError, match="transport 'http' not allowed"):
         run([kubectl, "kustomize", str(tmp_path)], 20, "kubectl kustomize", env)
     assert listener.received() == []
@@ -206,7 +206,7 @@ def test_offline_git_is_allowed_no_transport(tmp_path: Path, listener: Listener)
 def test_offline_http_goes_through_a_proxy_that_refuses(tmp_path: Path) -> None:
     """An HTTP(S) GET by kubectl goes to the refusing proxy, not to the host (nor its name to DNS)."""
     (tmp_path / "kustomization.yaml").write_text("resources:\n- https://example.invalid/x.yaml\n")
-    kubectl = tool("kubectl", "SPECINFER_KUBECTL", "the test")
+    kubectl = tool("kubectl", "SPECINFER_KUBECTL")
     with (
         offline(allow_remote=False) as env,
         pytest.raises(BuildError, match=re.escape("proxyconnect tcp: dial tcp 127.0.0.1:0")),
