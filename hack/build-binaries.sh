@@ -18,6 +18,8 @@
 #          validating the chart's monitors and rules)
 #          prometheus (prometheus and promtool, both from github.com/prometheus/prometheus)
 #   lws also copies its CRDs to ${SPECINFER_CACHE}/crds/lws-<version>/; inferencepool-crd fetches the InferencePool CRD
+#   gitops-crds: the Flux (GitRepository, OCIRepository, HelmRelease, Kustomization) and Argo CD (Application,
+#          ApplicationSet, AppProject) CRDs, for validating gitops/ server-side
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -37,7 +39,7 @@ WANT=()
 for a in "$@"; do
   case "$a" in
     --force) FORCE=1 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) WANT+=("$a") ;;
   esac
 done
@@ -303,6 +305,24 @@ build_others() {
     chmod u+w "${mon}.tmp"/*.yaml
     rm -rf "${mon}"; mv "${mon}.tmp" "${mon}"
     log "monitoring-crds ${PROMETHEUS_OPERATOR_VERSION}: ${mon}"
+  fi
+
+  # ---- the Flux and Argo CD CRDs gitops/'s objects are validated against (server-side) ----
+  gitops="${CACHE}/crds/gitops-${FLUX_SOURCE_CONTROLLER_VERSION}-${FLUX_HELM_CONTROLLER_VERSION}-${FLUX_KUSTOMIZE_CONTROLLER_VERSION}-${ARGOCD_VERSION}"
+  if wanted gitops-crds && [[ ${FORCE} -eq 1 || ! -d "${gitops}" ]]; then
+    mkdir -p "${gitops}.tmp"
+    for mv in "fluxcd/source-controller ${FLUX_SOURCE_CONTROLLER_VERSION} gitrepositories ocirepositories" \
+              "fluxcd/helm-controller ${FLUX_HELM_CONTROLLER_VERSION} helmreleases" \
+              "fluxcd/kustomize-controller ${FLUX_KUSTOMIZE_CONTROLLER_VERSION} kustomizations"; do
+      read -r mod ver kinds <<<"${mv}"
+      dir="$(modjson "github.com/${mod}" "${ver}" | jfield Dir)/config/crd/bases"
+      group="$(sed -n 's/^  group: //p' "${dir}"/*.yaml | head -n1)"
+      for kind in ${kinds}; do cp "${dir}/${group}_${kind}.yaml" "${gitops}.tmp/"; done
+    done
+    cp "$(modjson github.com/argoproj/argo-cd/v3 "${ARGOCD_VERSION}" | jfield Dir)"/manifests/crds/*-crd.yaml "${gitops}.tmp/"
+    chmod u+w "${gitops}.tmp"/*.yaml
+    rm -rf "${gitops}"; mv "${gitops}.tmp" "${gitops}"
+    log "gitops-crds: ${gitops}"
   fi
 
   # ---- Prometheus and promtool (a wrapper module: the proxy refuses the module's version list) ----

@@ -95,9 +95,9 @@ def cluster() -> Iterator[Cluster]:
 
 @pytest.fixture(scope="session")
 def gitops_tools() -> dict[str, Path]:
-    """The healthcheck tool (Argo CD Lua, kstatus), the prometheus-operator CRDs (a directory), Prometheus and
-    promtool, built or fetched once into the cache."""
-    build = [str(ROOT / "hack" / "build-binaries.sh"), "healthcheck", "monitoring-crds", "prometheus"]
+    """The healthcheck tool (Argo CD Lua, kstatus), the prometheus-operator CRDs and the Flux and Argo CD CRDs
+    (directories), Prometheus and promtool, built or fetched once into the cache."""
+    build = [str(ROOT / "hack" / "build-binaries.sh"), "healthcheck", "monitoring-crds", "gitops-crds", "prometheus"]
     subprocess.run(build, check=True)
     cache = Path(os.environ.get("SPECINFER_CACHE", Path.home() / ".cache" / "specinfer"))
     versions = dict(
@@ -105,9 +105,12 @@ def gitops_tools() -> dict[str, Path]:
     )
     binaries = cache / "bin"
     crds = cache / "crds" / f"monitoring-{versions['PROMETHEUS_OPERATOR_VERSION'].strip()}"
+    flux = ("FLUX_SOURCE_CONTROLLER_VERSION", "FLUX_HELM_CONTROLLER_VERSION", "FLUX_KUSTOMIZE_CONTROLLER_VERSION")
+    gitops = "-".join(versions[v].strip() for v in (*flux, "ARGOCD_VERSION"))  # as build-binaries.sh names it
     return {
         "healthcheck": binaries / "healthcheck",
         "monitoring-crds": crds,
+        "gitops-crds": cache / "crds" / f"gitops-{gitops}",
         "prometheus": binaries / "prometheus",
         "promtool": binaries / "promtool",
     }
