@@ -70,10 +70,13 @@ engine: setup
 images: setup
 	images/build
 
-## crd: regenerate the CRD from the API models, in crds/ and in the Helm chart
+## crd: regenerate the CRDs and admission policies from the API models, in crds/ and in the specinfer-crds chart,
+## and the generated parts of the operator chart's values.schema.json (tenantPolicy.spec from the policy model,
+## prometheusRule.disabled from the alerts)
 crd: setup
 	$(BIN)/specinfer crd > crds/speculativeinference.yaml
-	cp crds/speculativeinference.yaml charts/specinfer-operator/crds/speculativeinference.yaml
+	cp crds/speculativeinference.yaml charts/specinfer-crds/files/speculativeinference.yaml
+	$(BIN)/python -m hack.chart_schema
 
 ## site: the documentation site from docs/ (MkDocs, strict: a broken link or anchor, or a page missing from the
 ## navigation of mkdocs.yml, fails), into site/

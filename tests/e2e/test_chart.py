@@ -1,5 +1,6 @@
-"""The Helm chart on the real control plane: lint, render, server-side schema validation, install, and the
-operator running under the chart's ServiceAccount (a TokenRequest token) to prove the RBAC is enough and no more."""
+"""The Helm charts on the real control plane: lint, render, server-side schema validation, package, install
+(specinfer-crds taking over the CRDs, then specinfer-operator), and the operator running under the chart's
+ServiceAccount (a TokenRequest token) to prove the RBAC is enough and no more."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import dataclasses
 import json
 import shutil
 import subprocess
+import tarfile
 import uuid
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ import pytest
 import yaml
 
 from hack.kubeclient import Cluster, pods, wait_until
+from specinfer_operator.api.crd import crd_yaml
 from specinfer_operator.render import children
 from tests.e2e.conftest import ROOT, Operator
 from tests.e2e.test_canary import deployments
@@ -25,6 +28,7 @@ from tests.support.builders import cr
 from tests.unit.test_scrape_limits import LIMITS
 
 CHART = ROOT / "charts" / "specinfer-operator"
+CRDS_CHART = ROOT / "charts" / "specinfer-crds"
 RELEASE = "specinfer-operator"
 FULLNAME = RELEASE  # a release named like the chart keeps that name for its objects
 MANIFEST = {"apiVersion": "specinfer.io/v1alpha1", "kind": "SpeculativeInference"}
@@ -68,8 +72,11 @@ VARIANTS: dict[str, list[str]] = {
         "--set",
         "grafanaDashboard.annotations.grafana_folder=specinfer",
         "--set",
-        "telemetry.scrapeInterval=15",
+        "telemetry.scrapeInterval=15s",
     ],
+    # Every option at once: images by digest under a global registry, durations, alerts left out, a stricter
+    # tenant policy, the pods' scheduling.
+    "options": ["--values", str(CHART / "ci" / "options-values.yaml")],
 }
 
 
@@ -96,6 +103,11 @@ def test_chart_lints(cluster: Cluster, variant: str) -> None:
     assert "0 chart(s) failed" in result.stdout
 
 
+@pytest.mark.parametrize("values", [[], ["--set", "crds.keep=false"]])
+def test_crds_chart_lints(cluster: Cluster, values: list[str]) -> None:
+    assert "0 chart(s) failed" in helm(cluster, "lint", "--strict", str(CRDS_CHART), *values).stdout
+
+
 def test_values_are_checked_by_the_schema(cluster: Cluster) -> None:
     typo = helm(cluster, "template", RELEASE, str(CHART), "--set", "metrics.prot=9090", check=False)
     assert typo.returncode != 0
@@ -108,6 +120,122 @@ def test_values_are_checked_by_the_schema(cluster: Cluster) -> None:
     )
     assert unsafe.returncode != 0
     assert "replicaCount above 1 needs leaderElection.enabled=true" in unsafe.stderr
+    for value, words in (
+        # tenantPolicy.spec has the policy model's schema: a misspelt field fails here, not pruned later.
+        ("tenantPolicy.spec.allowedHostPath[0].pathPrefix=/data", "additional properties 'allowedHostPath'"),
+        ("tenantPolicy.spec.allowedVolumeTypes={gitRepo}", "'/tenantPolicy/spec/allowedVolumeTypes/0'"),
+        ("runtimeImage=registry.example.com/specinfer-runtime:0.1.0", "'/runtimeImage': got string, want object"),
+        ("image.repository=registry.example.com/specinfer-operator", "'/image/repository'"),
+        ("runtimeImage.digest=latest", "'/runtimeImage/digest'"),
+        ("telemetry.scrapeTimeout=2", "'/telemetry/scrapeTimeout': got number, want string"),
+        ("telemetry.scrapeTimeout=0s", 'telemetry.scrapeTimeout is "0s": the operator needs a duration above 0'),
+        ("prometheusRule.disabled.SpecinferLowAcceptence=true", "additional properties 'SpecinferLowAcceptence'"),
+    ):
+        refused = helm(cluster, "template", RELEASE, str(CHART), "--set", value, check=False)
+        assert refused.returncode != 0, value
+        assert words in refused.stderr, (value, refused.stderr)
+
+
+def test_the_chart_can_be_a_dependency(cluster: Cluster, tmp_path: Path) -> None:
+    """A parent chart passes `global` to every subchart: the schema takes it (global.imageRegistry is read)."""
+    parent = tmp_path / "platform"
+    parent.mkdir()
+    dependency = {"name": "specinfer-operator", "version": ">=0.0.0-0", "repository": f"file://{CHART}"}
+    chart = {"apiVersion": "v2", "name": "platform", "version": "1.0.0", "dependencies": [dependency]}
+    (parent / "Chart.yaml").write_text(yaml.safe_dump(chart))
+    (parent / "values.yaml").write_text(yaml.safe_dump({"global": {"imageRegistry": "mirror.example.com"}}))
+    helm(cluster, "dependency", "build", str(parent))
+    out = helm(cluster, "template", "platform", str(parent), "--set", "global.storageClass=fast").stdout
+    (deployment,) = [o for o in yaml.safe_load_all(out) if o and o["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "mirror.example.com/specinfer/specinfer-operator:0.1.0"
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["SPECINFER_RUNTIME_IMAGE"] == "mirror.example.com/specinfer/specinfer-runtime:0.1.0"
+
+
+def operator_env(cluster: Cluster, namespace: str, values: list[str]) -> tuple[str, dict[str, str]]:
+    """The operator container's image and environment, as the chart renders them with `values`."""
+    (deployment,) = [o for o in render(cluster, namespace, values) if o["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return container["image"], {e["name"]: e.get("value") for e in container["env"]}
+
+
+def test_images_are_references_built_from_their_parts(cluster: Cluster, namespace: str) -> None:
+    image, env = operator_env(cluster, namespace, [])
+    assert image == "ghcr.io/specinfer/specinfer-operator:0.1.0"
+    assert env["SPECINFER_RUNTIME_IMAGE"] == children.DEFAULT_RUNTIME_IMAGE, "the operator's own default"
+    digest = "sha256:" + "0" * 64
+    image, env = operator_env(
+        cluster,
+        namespace,
+        ["--set", f"image.digest={digest},runtimeImage.registry=,runtimeImage.repository=me/rt,runtimeImage.tag=v2"],
+    )
+    assert image == f"ghcr.io/specinfer/specinfer-operator@{digest}", "a digest pins the image, the tag is ignored"
+    assert env["SPECINFER_RUNTIME_IMAGE"] == "me/rt:v2", "no registry: the repository as it is"
+
+
+def test_durations_reach_the_operator_in_seconds(cluster: Cluster, namespace: str) -> None:
+    _, env = operator_env(cluster, namespace, [])
+    assert (env["SPECINFER_SCRAPE_INTERVAL"], env["SPECINFER_SCRAPE_TIMEOUT"], env["SPECINFER_STATUS_REFRESH"]) == (
+        "30",
+        "2",
+        "300",
+    )
+    durations = "telemetry.scrapeInterval=0s,telemetry.scrapeTimeout=1500ms,telemetry.statusRefresh=1h2m3s"
+    _, env = operator_env(cluster, namespace, ["--set", durations])
+    assert (env["SPECINFER_SCRAPE_INTERVAL"], env["SPECINFER_SCRAPE_TIMEOUT"], env["SPECINFER_STATUS_REFRESH"]) == (
+        "0",
+        "1.5",
+        "3723",
+    )
+
+
+def test_the_alerts_have_runbooks_and_switches(cluster: Cluster, namespace: str) -> None:
+    rules = yaml.safe_load((CHART / "rules" / "specinfer-alerts.yaml").read_text())
+
+    def alerts(*values: str) -> dict[str, dict[str, Any]]:
+        objects = render(cluster, namespace, ["--set", "prometheusRule.enabled=true", *values])
+        found = [o for o in objects if o["kind"] == "PrometheusRule"]
+        return {r["alert"]: r for o in found for g in o["spec"]["groups"] for r in g["rules"]}
+
+    assert alerts() == {r["alert"]: r for g in rules["groups"] for r in g["rules"]}, "the rule file, as it is"
+    off = alerts("--set", "prometheusRule.disabled.SpecinferLowAcceptance=true")
+    assert "SpecinferLowAcceptance" not in off
+    assert len(off) == len(alerts()) - 1
+    moved = alerts("--set", "prometheusRule.runbookUrl=https://wiki.example.com/runbooks")
+    assert (
+        moved["SpecinferDegraded"]["annotations"]["runbook_url"]
+        == "https://wiki.example.com/runbooks#specinferdegraded"
+    )
+    everything = ",".join(f"prometheusRule.disabled.{name}=true" for name in alerts())
+    assert alerts("--set", everything) == {}, "no rule left: no PrometheusRule"
+
+
+def crds_chart(cluster: Cluster, *values: str) -> list[dict[str, Any]]:
+    out = helm(cluster, "template", "specinfer-crds", str(CRDS_CHART), *values).stdout
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def test_the_crds_chart_is_the_generated_file_with_the_releases_metadata(cluster: Cluster) -> None:
+    """Every object of crds/ (the CRDs and the admission policies), as generated, plus the release's labels and,
+    with crds.keep, the annotation that keeps it through `helm uninstall`; and nothing else."""
+
+    def by_name(documents: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+        return {(d["kind"], d["metadata"]["name"]): d for d in documents}
+
+    generated = by_name([doc for doc in yaml.safe_load_all(crd_yaml()) if doc])
+    for values, kept in (([], {"helm.sh/resource-policy": "keep"}), (["--set", "crds.keep=false"], None)):
+        rendered = by_name(crds_chart(cluster, *values))  # helm orders them by kind
+        assert rendered.keys() == generated.keys()
+        for key, got in rendered.items():
+            want = generated[key]
+            metadata = got["metadata"]
+            assert metadata.get("annotations") == kept, metadata["name"]
+            assert metadata["labels"]["app.kubernetes.io/instance"] == "specinfer-crds"
+            assert metadata["labels"].items() >= want["metadata"]["labels"].items()
+            bare = {**got, "metadata": {**metadata, "labels": want["metadata"]["labels"]}}
+            bare["metadata"].pop("annotations", None)
+            assert bare == want, metadata["name"]
 
 
 def test_rendered_manifests_pass_the_api_servers_validation(
@@ -124,13 +252,16 @@ def test_rendered_manifests_pass_the_api_servers_validation(
         )
     for other in ("team-a", "team-b"):
         cluster.kubectl("create", "namespace", other, check=False)
-    for variant, values in VARIANTS.items():
-        objects = render(cluster, namespace, values)
+    rendered = {variant: render(cluster, namespace, values) for variant, values in VARIANTS.items()}
+    rendered["specinfer-crds"] = crds_chart(cluster)
+    for variant, objects in rendered.items():
         kinds = sorted({o["kind"] for o in objects})
-        if variant == "namespaced-with-monitors":
+        if variant in ("namespaced-with-monitors", "options"):
             assert {"ServiceMonitor", "PodMonitor", "PrometheusRule", "Role"} <= set(kinds)
-        if variant == "networkpolicy-and-dashboard":
+        if variant in ("networkpolicy-and-dashboard", "options"):
             assert {"NetworkPolicy", "ConfigMap"} <= set(kinds)
+        if variant == "specinfer-crds":
+            assert {"CustomResourceDefinition", "ValidatingAdmissionPolicy"} <= set(kinds)
         result = cluster.kubectl(
             "apply",
             "--dry-run=server",
@@ -142,6 +273,28 @@ def test_rendered_manifests_pass_the_api_servers_validation(
             check=False,
         )
         assert result.returncode == 0, f"{variant}: {result.stderr}"
+
+
+def test_helm_package_makes_the_artefacts_a_release_publishes(cluster: Cluster, tmp_path: Path) -> None:
+    for chart, name in ((CHART, "specinfer-operator"), (CRDS_CHART, "specinfer-crds")):
+        version = yaml.safe_load((chart / "Chart.yaml").read_text())["version"]
+        helm(cluster, "package", str(chart), "--destination", str(tmp_path))
+        artefact = tmp_path / f"{name}-{version}.tgz"
+        with tarfile.open(artefact) as tar:
+            files = {member.name.removeprefix(f"{name}/") for member in tar.getmembers() if member.isfile()}
+            packaged_values = tar.extractfile(f"{name}/values.yaml")
+            assert packaged_values is not None
+            assert packaged_values.read() == (chart / "values.yaml").read_bytes()
+        assert {"Chart.yaml", "values.yaml", "values.schema.json", "README.md", ".helmignore"} <= files
+        assert not {f for f in files if f.startswith("ci/") or f.endswith(".gotmpl")}, "build and test files stay out"
+        assert "0 chart(s) failed" in helm(cluster, "lint", "--strict", str(artefact)).stdout
+        if name == "specinfer-crds":
+            assert {"templates/crds.yaml", "files/speculativeinference.yaml"} <= files
+            assert not {f for f in files if f.startswith("crds/")}, "as templates, upgraded with the release"
+        else:
+            assert {"templates/deployment.yaml", "templates/tenant-policy.yaml", "rules/specinfer-alerts.yaml"} <= files
+            assert {"scrape/engines.yaml", "dashboards/specinfer-acceptance.json"} <= files
+            assert not {f for f in files if f.startswith("crds/")}, "the CRDs are specinfer-crds'"
 
 
 def test_the_operator_pod_is_locked_down(cluster: Cluster, namespace: str) -> None:
@@ -269,6 +422,7 @@ def test_helm_install_and_the_operator_with_the_charts_identity(
 ) -> None:
     system = f"specinfer-{uuid.uuid4().hex[:6]}"
     install(cluster)
+    take_over_the_crds(cluster, system)
     helm(
         cluster,
         "install",
@@ -276,11 +430,10 @@ def test_helm_install_and_the_operator_with_the_charts_identity(
         str(CHART),
         "--namespace",
         system,
-        "--create-namespace",
         "--set",
         f"watchNamespaces={{{namespace}}}",
         "--set",
-        "image.repository=registry.example.com/specinfer-operator",
+        "image.registry=registry.example.com,image.repository=specinfer-operator",
         "--set",
         "leaderWorkerSet.enabled=true",
         "--wait",
@@ -357,9 +510,32 @@ def test_helm_install_and_the_operator_with_the_charts_identity(
         )
     finally:
         helm(cluster, "uninstall", RELEASE, "-n", system, "--wait", check=False)
+        crds_gone = helm(cluster, "uninstall", "specinfer-crds", "-n", system, "--wait", check=False)
         cluster.kubectl("delete", "namespace", system, "--wait=false", check=False)
+    assert "kept due to the resource policy" in crds_gone.stdout + crds_gone.stderr
+    for document in yaml.safe_load_all(crd_yaml()):
+        kind, name = document["kind"].lower(), document["metadata"]["name"]
+        assert cluster.kubectl("get", kind, name, check=False).returncode == 0, f"{kind} {name} kept"
     assert resource(cluster, namespace, "big")["metadata"]["name"] == "big", "uninstall must keep the resources"
     assert condition(resource(cluster, namespace, "big"), "Ready")["status"] == "True"
+
+
+def take_over_the_crds(cluster: Cluster, system: str) -> None:
+    """The upgrade from a chart whose crds/ held the CRDs: they exist (the suite applies crds/ with kubectl), owned
+    by no release, and older than the chart (a validation of the tenant policy missing here). The specinfer-crds
+    release takes them over, as its README says, and brings them to its own version, as every upgrade will."""
+    tenant = "validatingadmissionpolicy/speculativeinferences.specinfer.io-tenant"
+    generated = cluster.get(tenant)["spec"]["validations"]
+    cluster.kubectl("patch", tenant, "--type=json", "-p", '[{"op": "remove", "path": "/spec/validations/0"}]')
+    assert len(cluster.get(tenant)["spec"]["validations"]) == len(generated) - 1
+    install_crds = ["install", "specinfer-crds", str(CRDS_CHART), "-n", system, "--create-namespace"]
+    refused = helm(cluster, *install_crds, check=False)
+    assert "exists and cannot be imported into the current release" in refused.stderr, "owned by no release"
+    helm(cluster, *install_crds, "--take-ownership")
+    live = cluster.get(tenant)
+    assert live["spec"]["validations"] == generated, "the release's version, not the one it found"
+    assert live["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert live["metadata"]["annotations"]["meta.helm.sh/release-namespace"] == system
 
 
 def test_the_podmonitor_and_the_plain_scrape_job_label_engine_targets_alike(cluster: Cluster, namespace: str) -> None:

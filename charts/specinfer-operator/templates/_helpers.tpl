@@ -123,3 +123,42 @@ ingress:
       - protocol: TCP
         port: {{ include "specinfer.enginePort" . }}
 {{- end }}
+
+{{/* An image reference from {registry, repository, tag, digest} (image, runtimeImage): registry/repository@digest
+when the digest is set, registry/repository:tag otherwise, the tag the chart's appVersion when empty;
+global.imageRegistry, when set, is every image's registry. Called with (list $ .Values.image). */}}
+{{- define "specinfer.image" -}}
+{{- $root := index . 0 }}
+{{- $image := index . 1 }}
+{{- $registry := dig "imageRegistry" "" ($root.Values.global | default dict) | default $image.registry }}
+{{- $name := ternary (printf "%s/%s" $registry $image.repository) $image.repository (ne $registry "") }}
+{{- if $image.digest }}
+{{- printf "%s@%s" $name $image.digest }}
+{{- else }}
+{{- printf "%s:%s" $name ($image.tag | default $root.Chart.AppVersion) }}
+{{- end }}
+{{- end }}
+
+{{/* The seconds in a duration as Prometheus writes it (500ms, 30s, 5m, 1h30m; the schema's definition), for the
+operator's flags, which take seconds. */}}
+{{- define "specinfer.seconds" -}}
+{{- $seconds := 0.0 }}
+{{- range regexFindAll "[0-9]+(ms|h|m|s)" . -1 }}
+{{- $n := regexFind "^[0-9]+" . | float64 }}
+{{- $unit := trimPrefix (regexFind "^[0-9]+" .) . }}
+{{- $seconds = addf $seconds (get (dict "ms" (divf $n 1000) "s" $n "m" (mulf $n 60) "h" (mulf $n 3600)) $unit) }}
+{{- end }}
+{{- $seconds }}
+{{- end }}
+
+{{/* A telemetry duration in seconds, refused when 0 where the operator needs time (called with (list $ "name")). */}}
+{{- define "specinfer.telemetrySeconds" -}}
+{{- $root := index . 0 }}
+{{- $key := index . 1 }}
+{{- $value := get $root.Values.telemetry $key }}
+{{- $seconds := include "specinfer.seconds" $value }}
+{{- if and (ne $key "scrapeInterval") (eq (float64 $seconds) 0.0) }}
+{{- fail (printf "telemetry.%s is %q: the operator needs a duration above 0 there, e.g. %s" $key $value (ternary "2s" "5m" (eq $key "scrapeTimeout"))) }}
+{{- end }}
+{{- $seconds }}
+{{- end }}

@@ -278,6 +278,26 @@ def editor_schema() -> dict[str, Any]:
     }
 
 
+def values_schema(model: type[Section]) -> dict[str, Any]:
+    """A model's JSON Schema with every definition in place and no Kubernetes extensions, for a validator that
+    knows neither `$defs` nor CEL: the node a Helm chart's values.schema.json holds for a value the chart passes
+    on as this model (unknown fields refused, as the CRD prunes or refuses them)."""
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    definitions = raw.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, list):
+            return [inline(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            node = {**definitions[node["$ref"].rsplit("/", 1)[-1]], **{k: v for k, v in node.items() if k != "$ref"}}
+        return {k: inline(v) for k, v in node.items() if not k.startswith("x-kubernetes-")}
+
+    schema: dict[str, Any] = _for_editors(inline(raw))
+    return schema
+
+
 def _for_editors(node: Any) -> Any:
     """Drop pydantic's generated titles ("Apiversion") and its `null` alternatives of optional fields:
     editors then show the descriptions, and "15 is greater than the maximum of 14" instead of "not valid

@@ -50,7 +50,7 @@ def rules() -> Iterator[dict[str, str]]:
         yield from node.get("x-kubernetes-validations", [])
 
 
-@pytest.mark.parametrize("directory", ["crds", "charts/specinfer-operator/crds"])
+@pytest.mark.parametrize("directory", ["crds", "charts/specinfer-crds/files"])
 def test_committed_crd_is_current(directory: str) -> None:
     committed = (ROOT / directory / "speculativeinference.yaml").read_text()
     assert committed == crd_yaml(), f"{directory}/ is stale: run `make crd`"
