@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup run test check lint typecheck unit package e2e engine images crd docs site vllm-flags bench bench-operator bench-telemetry bench-hostile bench-churn bench-tuning bench-load-sweep clean
+.PHONY: setup run test check lint typecheck unit package e2e engine images crd chart chart-package docs site vllm-flags bench bench-operator bench-telemetry bench-hostile bench-churn bench-tuning bench-load-sweep clean
 
 setup: $(STAMP)
 
@@ -77,6 +77,19 @@ crd: setup
 	$(BIN)/specinfer crd > crds/speculativeinference.yaml
 	cp crds/speculativeinference.yaml charts/specinfer-crds/files/speculativeinference.yaml
 	$(BIN)/python -m hack.chart_schema
+
+## chart: the charts' generated files: the operator chart's values.schema.json parts (as make crd), and each
+## chart's README.md from its values.yaml and README.md.gotmpl, by helm-docs (hack/chart-readme)
+chart: setup
+	$(BIN)/python -m hack.chart_schema
+	hack/chart-readme
+
+## chart-package: the artefacts a release publishes, dist/charts/specinfer-crds-VERSION.tgz and
+## specinfer-operator-VERSION.tgz (helm package; ci/ and README.md.gotmpl left out by .helmignore)
+chart-package: chart
+	hack/build-binaries.sh helm
+	"$${SPECINFER_CACHE:-$$HOME/.cache/specinfer}/bin/helm" package charts/specinfer-crds charts/specinfer-operator \
+	  --destination dist/charts
 
 ## site: the documentation site from docs/ (MkDocs, strict: a broken link or anchor, or a page missing from the
 ## navigation of mkdocs.yml, fails), into site/

@@ -13,7 +13,7 @@
 # via the environment if wanted.
 #
 # Usage: hack/build-binaries.sh [--force] [name...]
-#   names: kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok helm lws healthcheck
+#   names: kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok helm helm-docs lws healthcheck
 #          monitoring-crds (prometheus-operator's ServiceMonitor, PodMonitor and PrometheusRule CRDs, for
 #          validating the chart's monitors and rules)
 #          prometheus (prometheus and promtool, both from github.com/prometheus/prometheus)
@@ -249,6 +249,17 @@ build_others() {
     GOBIN="${tmpbin}" "${GO}" install -trimpath -ldflags "${ld}" "helm.sh/helm/v3/cmd/helm@${hv}"
     mv -f "${tmpbin}/helm" "${BIN}/.helm.tmp"; rmdir "${tmpbin}"
     finish helm "${hv}" "${BIN}/.helm.tmp" "${t}"
+  fi
+
+  # ---- helm-docs (the charts' README.md from their values.yaml) ----------------
+  if wanted helm-docs && needs_build helm-docs "${HELM_DOCS_VERSION}"; then
+    t=$(date +%s.%N)
+    log "helm-docs ${HELM_DOCS_VERSION}: building..."
+    tmpbin="$(mktemp -d "${BIN}/.gobin.XXXXXX")"
+    GOBIN="${tmpbin}" "${GO}" install -trimpath -ldflags "-s -w -X main.version=${HELM_DOCS_VERSION#v}" \
+      "github.com/norwoodj/helm-docs/cmd/helm-docs@${HELM_DOCS_VERSION}"
+    mv -f "${tmpbin}/helm-docs" "${BIN}/.helm-docs.tmp"; rmdir "${tmpbin}"
+    finish helm-docs "${HELM_DOCS_VERSION}" "${BIN}/.helm-docs.tmp" "${t}"
   fi
 
   # ---- LeaderWorkerSet controller (a wrapper module: `go install mod@version` asks the proxy for the

@@ -1,6 +1,6 @@
 """The Helm charts on the real control plane: lint, render, server-side schema validation, package, install
 (specinfer-crds taking over the CRDs, then specinfer-operator), and the operator running under the chart's
-ServiceAccount (a TokenRequest token) to prove the RBAC is enough and no more."""
+ServiceAccount (a TokenRequest token) to prove the RBAC is enough and no more; and the READMEs helm-docs writes."""
 
 from __future__ import annotations
 
@@ -295,6 +295,22 @@ def test_helm_package_makes_the_artefacts_a_release_publishes(cluster: Cluster, 
             assert {"templates/deployment.yaml", "templates/tenant-policy.yaml", "rules/specinfer-alerts.yaml"} <= files
             assert {"scrape/engines.yaml", "dashboards/specinfer-acceptance.json"} <= files
             assert not {f for f in files if f.startswith("crds/")}, "the CRDs are specinfer-crds'"
+
+
+def test_the_chart_readmes_are_what_helm_docs_writes(tmp_path: Path) -> None:
+    """helm-docs (hack/versions.env's, built from its Go module) writes each README from values.yaml and
+    README.md.gotmpl: on a copy of charts/, its output must be the committed file, every value described."""
+    copy = tmp_path / "charts"
+    shutil.copytree(ROOT / "charts", copy, ignore=shutil.ignore_patterns("README.md"))
+    subprocess.run([str(ROOT / "hack" / "chart-readme"), str(copy)], check=True, timeout=600)
+    for chart in (CHART, CRDS_CHART):
+        written = (copy / chart.name / "README.md").read_text()
+        assert (chart / "README.md").read_text() == written, f"{chart.name}/README.md is stale: run `make chart`"
+        rows = [line for line in written.splitlines() if line.startswith("| ") and line.count(" | ") >= 3]
+        keys = {row.split(" | ")[0].removeprefix("| ") for row in rows[1:]}
+        assert keys, written
+        undescribed = [row for row in rows if row.rstrip().endswith("|  |")]
+        assert undescribed == [], "values without a `# --` comment in values.yaml"
 
 
 def test_the_operator_pod_is_locked_down(cluster: Cluster, namespace: str) -> None:
