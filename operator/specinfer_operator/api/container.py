@@ -287,7 +287,10 @@ RESOURCE_NAME = DNS_SUBDOMAIN.removesuffix("$") + "/" + "[A-Za-z0-9]([-A-Za-z0-9
 
 
 class ResourceSettings(Section):
-    """What each pod requests from the node."""
+    """What each pod requests from its node. Unset cpu and memory are a share of an Ascend node for each of the
+    pod's NPUs (16 CPUs, 64Gi of memory and sharedMemory besides), with limits equal to requests: a Guaranteed
+    pod. An unset request is its limit, when that is set. The pod requests the node disk of its downloads as
+    ephemeral-storage."""
 
     npu_resource_name: str | None = Field(
         default=None,
@@ -313,17 +316,21 @@ class ResourceSettings(Section):
     memory_limit: Quantity | None = Field(default=None, description="Memory limit, when it differs from the request.")
     shared_memory: Quantity = Field(
         default="16Gi",
-        description="Size of the in-memory /dev/shm volume (used by the engine's worker processes).",
+        description="Size of the in-memory /dev/shm volume (used by the engine's worker processes), counted "
+        "against the memory limit.",
     )
     model_cache: Quantity | None = Field(
         default=None,
-        description="Size limit of the emptyDir that caches models downloaded from the Hub (and of a draft's "
-        "own download directory); unbounded when unset. Instead, modelCacheClaim keeps downloads across restarts.",
+        description="Size limit of each emptyDir that models are downloaded into from the Hub (the Hub cache, and a "
+        "draft's own download directory), whose sum the pods request as ephemeral-storage. When unset: 64Gi per "
+        "NPU holding one copy of the weights (tensor x pipeline, x data with expert parallelism). Instead, "
+        "modelCacheClaim keeps downloads across restarts.",
     )
     model_cache_claim: ObjectName | None = Field(
         default=None,
         description="A PersistentVolumeClaim that holds the Hub model cache (HF_HOME), so that a restarted pod "
-        "does not download the model again. ReadWriteMany when several pods share it.",
+        "does not download the model again. ReadWriteMany when several pods share it, as the pods of an engine "
+        "over several nodes (parallelism.nodes) do.",
     )
 
     cel_rules: ClassVar[tuple[Rule, ...]] = (

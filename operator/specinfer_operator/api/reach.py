@@ -89,12 +89,18 @@ FIELDS: tuple[Reach, ...] = (
         ("allowedNpuResourceNames",),
         "an extended resource a ResourceQuota counts apart from the others",
     ),
-    Reach("spec.resources.{npusPerPod,cpu,memory,cpuLimit,memoryLimit}", CONTAINER, (), _QUOTA),
+    Reach(
+        "spec.resources.{npusPerPod,cpu,memory,cpuLimit,memoryLimit}",
+        CONTAINER,
+        (),
+        f"{_QUOTA}; unset, a share of a node per NPU, which counts against a ResourceQuota as set ones do",
+    ),
     Reach(
         "spec.resources.{sharedMemory,modelCache}",
         POD,
         (),
-        "sizes of the pod's emptyDirs (memory, node disk), counted against its limits, evicted beyond them",
+        "sizes of the pod's emptyDirs (memory, node disk), requested from the node (memory, ephemeral-storage) "
+        "and evicted beyond them",
     ),
     Reach("spec.resources.modelCacheClaim", POD, ("allowedVolumeTypes",), "a persistentVolumeClaim volume, written"),
     # Where the pods run.

@@ -12,6 +12,8 @@ from specinfer_operator.api.policy import POLICY_KIND, TenantPolicySpec, policy_
 from specinfer_operator.api.resource import API_VERSION, GROUP, KIND, SpeculativeInference
 from specinfer_operator.api.traps import traps
 from specinfer_operator.render.pod import overridden
+from specinfer_operator.render.sizing import qos_warnings
+from specinfer_operator.render.storage import download_warnings
 from specinfer_runtime.advisories import advise
 from specinfer_runtime.validation import Problem, Report, validate
 
@@ -71,4 +73,5 @@ def check(
 
 def _warnings(cr: SpeculativeInference, resource: dict[str, Any]) -> list[Problem]:
     """Accepted, but probably not what was meant, or not checkable here (admission warns the same)."""
-    return advise(cr.spec) + overridden(cr.spec.pod_template) + undeclared(resource) + traps(resource)
+    pod = overridden(cr.spec.pod_template) + download_warnings(cr.spec) + qos_warnings(cr.spec)
+    return advise(cr.spec) + pod + undeclared(resource) + traps(resource)

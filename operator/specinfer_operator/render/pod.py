@@ -9,26 +9,17 @@ its volumes, sidecars and pod settings beside them (docs/pod-template.md lists t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-from specinfer_operator.api.container import CONFIG_DIR, ENGINE_CONTAINER, HF_HOME, ProbeTiming, ResourceSettings
+from specinfer_operator.api.container import CONFIG_DIR, ENGINE_CONTAINER, ProbeTiming
 from specinfer_operator.api.labels import CONFIG_HASH_ANNOTATION, TRACK_LABEL, labels, selector_labels
 from specinfer_operator.api.overlay import Container, PodMetadata, PodSpecOverlay, PodTemplate
 from specinfer_operator.api.resource import SpeculativeInferenceSpec
+from specinfer_operator.render.sizing import engine_resources
+from specinfer_operator.render.storage import Storage, storage
 from specinfer_runtime.argv import vllm_argv
 from specinfer_runtime.engine import ENGINE_PORT, EngineSpec
 from specinfer_runtime.multinode import POD_IP_ENV
-from specinfer_runtime.sources import (
-    DRAFT_TOKEN_ENV,
-    HF_HOME_ENV,
-    HF_TOKEN_ENV,
-    HIDDEN_STATES_PATH,
-    MODEL_ROOT,
-    HostPathSource,
-    PersistentVolumeClaimSource,
-    SecretKeyReference,
-)
 from specinfer_runtime.validation import Problem
 
 CONFIG_FILE = "engine.json"
@@ -43,84 +34,6 @@ POD_SECURITY = {"seccompProfile": {"type": "RuntimeDefault"}}
 PROBE_DEFAULTS = {"startup": (10, 360), "readiness": (5, 3), "liveness": (15, 4)}
 PROBE_TIMEOUT_SECONDS = 5
 
-Volume = PersistentVolumeClaimSource | HostPathSource
-
-
-def _volume(name: str, source: Volume, read_only: bool) -> dict[str, Any]:
-    if isinstance(source, PersistentVolumeClaimSource):
-        return {
-            "name": name,
-            "persistentVolumeClaim": {"claimName": source.claim_name, "readOnly": read_only},
-        }
-    kind = "Directory" if read_only else "DirectoryOrCreate"
-    return {"name": name, "hostPath": {"path": source.path, "type": kind}}
-
-
-def _mount(name: str, path: str, source: Volume, read_only: bool) -> dict[str, Any]:
-    mount: dict[str, Any] = {"name": name, "mountPath": path, "readOnly": read_only}
-    if isinstance(source, PersistentVolumeClaimSource) and source.sub_path:
-        mount["subPath"] = source.sub_path
-    return mount
-
-
-@dataclass
-class Storage:
-    """What the models and the hidden-state output add to the pod."""
-
-    volumes: list[dict[str, Any]] = field(default_factory=list)
-    mounts: list[dict[str, Any]] = field(default_factory=list)
-    env: list[dict[str, Any]] = field(default_factory=list)
-
-    def add(self, name: str, path: str, source: Volume, read_only: bool) -> None:
-        self.volumes.append(_volume(name, source, read_only))
-        self.mounts.append(_mount(name, path, source, read_only))
-
-
-def _secret_env(name: str, secret: SecretKeyReference) -> dict[str, Any]:
-    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret.name, "key": secret.key}}}
-
-
-def _scratch(name: str, resources: ResourceSettings) -> dict[str, Any]:
-    """A download directory: the cache claim when there is one (for the Hub cache), else an emptyDir of
-    resources.modelCache."""
-    if name == "hf-cache" and resources.model_cache_claim:
-        return {"name": name, "persistentVolumeClaim": {"claimName": resources.model_cache_claim}}
-    empty: dict[str, Any] = {"sizeLimit": resources.model_cache} if resources.model_cache else {}
-    return {"name": name, "emptyDir": empty}
-
-
-def storage(spec: EngineSpec, resources: ResourceSettings) -> Storage:
-    """Volume models are mounted under /models/<role>. Hub models share a cache; vLLM downloads them with
-    the target's token (HF_TOKEN), and a draft with a token of its own is downloaded into /models/draft
-    by specinfer-runtime with that token (SPECINFER_DRAFT_HF_TOKEN)."""
-    out = Storage()
-    from_hub = False
-    for role, ref in (("target", spec.model), ("draft", spec.speculative.draft_model)):
-        if ref is None:
-            continue
-        volume = ref.source.volume() if ref.source else None
-        token = ref.hub_token()
-        if volume is not None:
-            out.add(f"model-{role}", f"{MODEL_ROOT}/{role}", volume, read_only=True)
-        elif role == "draft" and token is not None:
-            out.volumes.append(_scratch("model-draft", resources))
-            out.mounts.append({"name": "model-draft", "mountPath": f"{MODEL_ROOT}/draft"})
-            out.env.append(_secret_env(DRAFT_TOKEN_ENV, token))
-        else:
-            from_hub = True
-            if token is not None:
-                out.env.append(_secret_env(HF_TOKEN_ENV, token))
-    if from_hub:
-        out.volumes.append(_scratch("hf-cache", resources))
-        out.mounts.append({"name": "hf-cache", "mountPath": HF_HOME})
-        out.env.append({"name": HF_HOME_ENV, "value": HF_HOME})
-    hidden = spec.speculative.hidden_states
-    if hidden is not None:
-        target = hidden.storage.pvc or hidden.storage.host_path
-        if target is not None:
-            out.add("hidden-states", HIDDEN_STATES_PATH, target, read_only=False)
-    return out
-
 
 def _probe(kind: str, timing: ProbeTiming | None) -> dict[str, Any]:
     period, failures = PROBE_DEFAULTS[kind]
@@ -133,16 +46,12 @@ def _probe(kind: str, timing: ProbeTiming | None) -> dict[str, Any]:
     }
 
 
-def _resources(spec: SpeculativeInferenceSpec, npu: str) -> dict[str, Any]:
-    res = spec.resources
-    requests: dict[str, Any] = {npu: str(spec.npus_per_pod())}
-    limits = dict(requests)
-    for name, request, limit in (("cpu", res.cpu, res.cpu_limit), ("memory", res.memory, res.memory_limit)):
-        if request:
-            requests[name] = request
-        if limit or request:
-            limits[name] = limit or request
-    return {"requests": requests, "limits": limits}
+def engine_requests(spec: SpeculativeInferenceSpec, npu: str) -> dict[str, str]:
+    """What each engine pod's engine container requests of its node, the NPUs included."""
+    requests: dict[str, str] = engine_resources(spec, npu, storage(spec.engine(), spec.resources).downloads())[
+        "requests"
+    ]
+    return requests
 
 
 def engine_container(
@@ -166,7 +75,7 @@ def engine_container(
         "ports": [{"name": "http", "containerPort": ENGINE_PORT, "protocol": "TCP"}],
         "env": env,
         "envFrom": [source.dump() for source in runtime.env_from or []],
-        "resources": _resources(spec, npu),
+        "resources": engine_resources(spec, npu, models.downloads()),
         "volumeMounts": [
             {"name": "engine-config", "mountPath": CONFIG_DIR, "readOnly": True},
             {"name": "shm", "mountPath": "/dev/shm"},

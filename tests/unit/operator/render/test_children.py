@@ -33,23 +33,26 @@ def test_rendering_is_deterministic() -> None:
     assert first == second
 
 
-def test_pod_requests_tensor_times_data_npus() -> None:
+def test_pod_requests_tensor_times_data_npus_and_their_share_of_the_node() -> None:
     resources = container(render(cr(BASE)))["resources"]
-    assert resources["requests"] == {"huawei.com/Ascend910": "4"}
-    assert resources["limits"] == resources["requests"]
+    # 16 CPUs and 64Gi per NPU, /dev/shm's 16Gi, and the Hub cache of the draft: 64Gi per NPU of the weights.
+    share = {"huawei.com/Ascend910": "4", "cpu": "64", "memory": "272Gi"}
+    assert resources["requests"] == {**share, "ephemeral-storage": "128Gi"}
+    assert resources["limits"] == share
 
 
 def test_npu_resource_name_and_image_defaults() -> None:
     objects = render(cr(BASE), RenderDefaults(runtime_image="reg/rt:1", npu_resource_name="huawei.com/Ascend310P"))
     assert container(objects)["image"] == "reg/rt:1"
-    assert container(objects)["resources"]["limits"] == {"huawei.com/Ascend310P": "4"}
+    assert container(objects)["resources"]["limits"]["huawei.com/Ascend310P"] == "4"
     spec = {
         **BASE,
         "runtime": {"image": "mine:2"},
         "resources": {"npuResourceName": "x.io/npu", "npusPerPod": 8},
     }
     assert container(render(cr(spec)))["image"] == "mine:2"
-    assert container(render(cr(spec)))["resources"]["limits"] == {"x.io/npu": "8"}
+    limits = container(render(cr(spec)))["resources"]["limits"]
+    assert (limits["x.io/npu"], limits["cpu"], limits["memory"]) == ("8", "128", "528Gi")
 
 
 def test_config_change_changes_config_map_name_and_pod_template() -> None:

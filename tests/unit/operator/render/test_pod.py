@@ -80,7 +80,8 @@ def test_env_from_secrets_and_config_maps() -> None:
 def test_limits_apart_from_requests() -> None:
     resources = {"cpu": "8", "cpuLimit": "16", "memory": "64Gi"}
     engine = template({**BASE, "resources": resources})["spec"]["containers"][0]
-    assert engine["resources"]["requests"] == {"huawei.com/Ascend910": "1", "cpu": "8", "memory": "64Gi"}
+    requests = {"huawei.com/Ascend910": "1", "cpu": "8", "memory": "64Gi", "ephemeral-storage": "64Gi"}
+    assert engine["resources"]["requests"] == requests
     assert engine["resources"]["limits"] == {"huawei.com/Ascend910": "1", "cpu": "16", "memory": "64Gi"}
 
 
