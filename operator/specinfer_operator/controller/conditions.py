@@ -79,6 +79,7 @@ class Desired:
     adaptivity: str = ""  # what decides the drafts per request (tuning/adaptivity.py)
     tuning_family: str = ""  # the family of the spec as written, which tuning measures (Auto may render more)
     candidate: str = ""  # the engine-side mechanism Auto may try (status.tuning.adaptivityCandidate)
+    requests: dict[str, str] = field(default_factory=dict)  # of each pod's engine container, from its node
 
     def unit(self) -> str:
         """What a replica is, in status messages."""

@@ -32,6 +32,7 @@ from specinfer_operator.render.children import (
     family_hash,
     label_selector,
 )
+from specinfer_operator.render.pod import engine_requests
 from specinfer_operator.render.workload import LEADER_WORKER_SET, LWS_API_VERSION, Kind, object_name
 from specinfer_operator.tuning import adaptivity, applied
 from specinfer_operator.tuning.applied import Effective
@@ -177,6 +178,7 @@ def desired_of(
     name, namespace = cr.metadata.name, cr.metadata.namespace or "default"
     tuning = cr.spec.speculative.tuning
     versions = cr.spec.runtime.engine_versions if cr.spec.runtime.image else default_versions
+    npu = cr.spec.resources.npu_resource_name or defaults.npu_resource_name
     return Desired(
         config_hash=config_hash(cr, defaults),
         replicas=cr.spec.replicas,
@@ -184,7 +186,7 @@ def desired_of(
         num_speculative_tokens=engine.effective_k(),
         capture_sizes=engine.capture_sizes(),
         npus_per_pod=cr.spec.npus_per_pod(),
-        npu_resource=cr.spec.resources.npu_resource_name or defaults.npu_resource_name,
+        npu_resource=npu,
         endpoint=f"http://{name}.{namespace}.svc:{cr.spec.service.port}",
         selector=label_selector(selector_labels(name)),
         config_map=engine_config_map_name(name, config_hash(cr, defaults)),
@@ -199,6 +201,7 @@ def desired_of(
         image=cr.spec.runtime.image or defaults.runtime_image,
         engine_versions=versions.dump() if versions is not None else None,
         schedule=applied.schedule_of(engine.speculative),
+        requests={k: v for k, v in engine_requests(cr.spec, npu).items() if k != npu},
     )
 
 

@@ -48,40 +48,85 @@ from specinfer_operator.platform import metrics
 from specinfer_operator.render import workload
 from specinfer_operator.render.admission import check
 from specinfer_operator.render.children import RenderDefaults, family_hash, is_pool, label_selector, render
+from specinfer_operator.render.sizing import CPU_PER_NPU, NPU_MEMORY, amount, size
 from specinfer_operator.tuning import applied
 
 log = logging.getLogger(__name__)
 
 
+# Where each request the operator makes for the engine container is set, and what it is when unset.
+SET_BY = {
+    "cpu": f"resources.cpu ({CPU_PER_NPU} per NPU when unset)",
+    "memory": f"resources.memory ({size(NPU_MEMORY)} per NPU and sharedMemory when unset)",
+    "ephemeral-storage": f"resources.modelCache ({size(NPU_MEMORY)} per NPU of the weights when unset) or set "
+    "modelCacheClaim",
+}
+
+
+def _amount(value: Any) -> float | None:
+    try:
+        return amount(value)
+    except ValueError:
+        return None
+
+
+def _short(requests: dict[str, str], allocatable: dict[str, Any]) -> list[str]:
+    """The requests a node cannot hold; what it does not advertise (or not as a quantity) is not judged."""
+    return [
+        name
+        for name, wanted in requests.items()
+        if name in SET_BY and (has := _amount(allocatable.get(name))) is not None and amount(wanted) > has
+    ]
+
+
 def capacity_problem(desired: Desired, node_selector: dict[str, str], nodes: list[dict[str, Any]]) -> str | None:
     """A pod that no node could ever hold, or a group with more pods than nodes that could hold one each,
-    or None. Without any node advertising the resource (device plugin not ready, autoscaling) nothing is
-    refused: the pods report Unschedulable instead."""
+    or None: NPUs first, then the engine container's other requests on the nodes with enough NPUs. Without
+    any node advertising the resource (device plugin not ready, autoscaling) nothing is refused: the pods
+    report Unschedulable instead."""
     resource = desired.npu_resource
     offers = [
-        int(str(node.get("status", {}).get("allocatable", {}).get(resource, "0")))
+        (int(str(allocatable.get(resource, "0"))), allocatable)
         for node in nodes
         if all(node.get("metadata", {}).get("labels", {}).get(k) == v for k, v in node_selector.items())
+        for allocatable in [node.get("status", {}).get("allocatable", {})]
     ]
-    offering = [n for n in offers if n > 0]
+    offering = [(npus, allocatable) for npus, allocatable in offers if npus > 0]
     if not offering:
         return None
     where = " matching spec.placement.nodeSelector" if node_selector else ""
     need, group = desired.npus_per_pod, desired.group_size
-    if need > max(offering):
+    most = max(npus for npus, _ in offering)
+    if need > most:
         spread = " or spread it over more parallelism.nodes" if group > 1 else ""
         return (
-            f"each pod needs {need} {resource}, but the largest node{where} has {max(offering)}: lower parallelism "
+            f"each pod needs {need} {resource}, but the largest node{where} has {most}: lower parallelism "
             f"(tensor x pipeline x data){spread}, or add larger nodes"
         )
-    fit = sum(n >= need for n in offering)
-    if fit < group:
+    holding = [allocatable for npus, allocatable in offering if npus >= need]
+    if len(holding) < group:
+        fit = len(holding)
         return (
             f"each replica is a group of {group} pods on {group} nodes with {need} {resource} each, but only {fit} "
             f"node{'s' if fit != 1 else ''}{where} {'have' if fit != 1 else 'has'} that many: add nodes, or "
             "lower parallelism.nodes"
         )
-    return None
+    room = sum(not _short(desired.requests, allocatable) for allocatable in holding)
+    if room >= group:
+        return None
+    short = sorted({name for allocatable in holding for name in _short(desired.requests, allocatable)})
+    who = "each pod" if group == 1 else f"each of the {group} pods of a group"
+    have = "no node" if room == 0 else f"only {room} node{'s' if room != 1 else ''}"
+    asks = ", ".join(f"{desired.requests[name]} {name}" for name in short)
+    most_of = ", ".join(
+        f"{max((a[name] for a in holding if _amount(a.get(name)) is not None), key=lambda v: _amount(v) or 0)} {name}"
+        for name in short
+    )
+    return (
+        f"{who} requests {asks} besides {need} {resource}, but {have}{where} with that many {resource} "
+        f"{'has' if room < 2 else 'have'} that much allocatable (at most {most_of}): lower "
+        f"{'; '.join(SET_BY[name] for name in short)}; or add larger nodes"
+    )
 
 
 def verdict_of(
