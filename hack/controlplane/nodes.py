@@ -32,6 +32,7 @@ NODE_PREFIX = "ascend-node-"
 FAKE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 OWNER_LABEL = ("specinfer.io/fake-node", "true")
 NPU_RESOURCE = "huawei.com/Ascend910"
+CPU_PER_NPU, MEMORY_GIB_PER_NPU, DISK_GIB_PER_NPU = 24, 192, 384
 
 # How before_kwok_start reaches a cluster: over an Api (the local one) or kubectl (another one).
 Get: TypeAlias = Callable[[str], tuple[int | None, JsonObject]]  # path -> (status, body)
@@ -74,8 +75,21 @@ def node_labels(name: str) -> dict[str, str]:
     }
 
 
+def gibibytes(n: int) -> str:
+    """n GiB as the API server writes it back (the largest whole unit)."""
+    return f"{n // 1024}Ti" if n % 1024 == 0 else f"{n}Gi"
+
+
 def node_resources(npus: int) -> dict[str, str]:
-    return {"cpu": "192", "memory": "1536Gi", "pods": "110", "ephemeral-storage": "3Ti", NPU_RESOURCE: str(npus)}
+    """What an Atlas 800 A2 node offers for each of its NPUs (8 of them: 192 cores, 1.5 TiB of memory, 3 TiB of
+    disk for the kubelet), so that the engine pods, sized per NPU, fit nodes of any NPU count as they would."""
+    return {
+        "cpu": str(CPU_PER_NPU * npus),
+        "memory": gibibytes(MEMORY_GIB_PER_NPU * npus),
+        "pods": "110",
+        "ephemeral-storage": gibibytes(DISK_GIB_PER_NPU * npus),
+        NPU_RESOURCE: str(npus),
+    }
 
 
 def node_pod_cidr(i: int) -> str:
@@ -149,7 +163,7 @@ def ensure_nodes(api: Api, n: int, npus: int) -> list[str]:
                 die(f"creating node {name} failed: {code} {body}")
         else:
             cur = have[name].get("status", {}).get("allocatable", {})
-            if cur.get(NPU_RESOURCE) != str(npus):
+            if cur != obj["status"]["allocatable"]:
                 patch = {"status": {"capacity": obj["status"]["capacity"], "allocatable": obj["status"]["allocatable"]}}
                 code, body = api.req("PATCH", f"/api/v1/nodes/{name}/status", patch, "application/merge-patch+json")
                 if code != 200:

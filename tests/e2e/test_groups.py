@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from hack.kubeclient import Cluster, pods, wait_until
 from tests.e2e.conftest import CLUSTER, Operator
 from tests.e2e.test_operator import apply, condition, resource, spec, wait_ready, wait_resource
 from tests.e2e.test_rollback import CRASHLOOP, PREFLIGHT, degraded_by
+from tests.support.cli import specinfer
 
 SET_LABEL = "leaderworkerset.sigs.k8s.io/name"
 WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
@@ -41,7 +44,35 @@ def by_rank(cluster: Cluster, namespace: str, name: str) -> dict[str, dict[str, 
     return {p["metadata"]["labels"][WORKER_INDEX]: p for p in pods(cluster, namespace, name)}
 
 
-def test_a_group_spans_nodes_rolls_and_rolls_back(cluster: Cluster, namespace: str, operator: Operator) -> None:
+def sized_for_a_node(cluster: Cluster, namespace: str, obj: dict[str, Any], tmp_path: Path) -> None:
+    """Each pod of the group is sized for its node (Guaranteed, its download's disk requested), and a group
+    downloading into emptyDirs is told to use modelCacheClaim: in ConfigValid, in its event, and by validate."""
+    for pod in pods(cluster, namespace, obj["metadata"]["name"]):
+        assert pod["status"]["qosClass"] == "Guaranteed"
+        requests = pod["spec"]["containers"][0]["resources"]["requests"]
+        assert (requests["cpu"], requests["memory"], requests["ephemeral-storage"]) == ("128", "528Gi", "1Ti")
+    said = condition(obj, "ConfigValid")
+    assert said["reason"] == "ValidWithWarnings"
+    warning = "spec.resources.modelCacheClaim: not set: each of the 2 pods of a group downloads the Hub models"
+    assert warning in said["message"], said["message"]
+    field = f"involvedObject.name={obj['metadata']['name']},reason=ValidWithWarnings"
+
+    def posted() -> list[str]:
+        listed = cluster.get("events", "-n", namespace, "--field-selector", field)
+        return [event["message"] for event in listed["items"] if warning in event["message"]]
+
+    wait_until("the ValidWithWarnings event", posted, timeout=150)  # kopf posts events one at a time
+    manifest = tmp_path / "group.yaml"
+    name = obj["metadata"]["name"]
+    stored = {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "metadata": {"name": name}, "spec": obj["spec"]}
+    manifest.write_text(yaml.safe_dump(stored))
+    validated = specinfer("validate", str(manifest))
+    assert (validated.returncode, warning in validated.stderr) == (0, True), validated.stdout + validated.stderr
+
+
+def test_a_group_spans_nodes_rolls_and_rolls_back(
+    cluster: Cluster, namespace: str, operator: Operator, tmp_path: Path
+) -> None:
     apply(cluster, namespace, "big", group(k=3))
     obj = wait_ready(cluster, namespace, "big")
     assert obj["status"]["ready"] == "1/1"
@@ -64,6 +95,7 @@ def test_a_group_spans_nodes_rolls_and_rolls_back(cluster: Cluster, namespace: s
         assert variables["SPECINFER_POD_IP"] == {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}}
         assert pod["metadata"]["annotations"][CONFIG_HASH] == first
     assert "readinessProbe" in ranks["0"]["spec"]["containers"][0]
+    sized_for_a_node(cluster, namespace, obj, tmp_path)
     assert "readinessProbe" not in ranks["1"]["spec"]["containers"][0], "workers run headless"
     service = cluster.get("service", "-n", namespace, "big")
     assert service["spec"]["selector"][WORKER_INDEX] == "0", "the Service reaches the leaders only"

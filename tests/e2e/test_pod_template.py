@@ -1,5 +1,7 @@
 """The pod settings on the real control plane: the overlay reaches the pods under the operator's fields, the
-PodDisruptionBudget follows spec.disruptionBudget, and the garbage collector removes it with the resource."""
+PodDisruptionBudget follows spec.disruptionBudget, and the garbage collector removes it with the resource. The
+pods are sized for the simulated Atlas nodes: the API server's QoS class, the scheduler's placement and the
+operator's capacity check all go by the requests the operator renders."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import yaml
 
 from hack.kubeclient import Cluster, pods, wait_until
 from tests.e2e.conftest import ROOT
-from tests.e2e.test_operator import apply, wait_ready
+from tests.e2e.test_operator import NPU, apply, condition, serving, wait_ready, wait_resource
 
 EXAMPLE = ROOT / "examples" / "pod" / "ascend-cluster.yaml"
 
@@ -45,6 +47,7 @@ def test_the_pod_template_overlay_reaches_the_pods(cluster: Cluster, namespace: 
     assert engine["env"][-1]["valueFrom"]["secretKeyRef"]["name"] == "vllm-api-key"
     assert engine["resources"]["limits"]["cpu"] == "32"
     assert engine["resources"]["requests"]["cpu"] == "16"
+    assert pod["status"]["qosClass"] == "Burstable"  # cpuLimit above cpu, as the example means
     assert engine["startupProbe"]["periodSeconds"] == 20
     hf_cache = next(v for v in pod["spec"]["volumes"] if v["name"] == "hf-cache")
     assert hf_cache["emptyDir"]["sizeLimit"] == "100Gi"
@@ -65,3 +68,75 @@ def test_the_pod_template_overlay_reaches_the_pods(cluster: Cluster, namespace: 
 
     cluster.kubectl("delete", "specinference", name, "-n", namespace, "--wait=true")
     wait_until("the garbage collector", lambda: budget(cluster, namespace, name) is None, timeout=60)
+
+
+SIZED = {"model": {"name": "Qwen/Qwen3-8B"}, "speculative": {"method": "ngram", "numSpeculativeTokens": 3}}
+
+
+def placed(cluster: Cluster, namespace: str, name: str) -> tuple[list[str], list[str]]:
+    """The nodes of the Running pods, and the scheduler's messages for the Pending ones."""
+    found = pods(cluster, namespace, name)
+    running = sorted(p["spec"]["nodeName"] for p in found if p["status"].get("phase") == "Running")
+    pending = [
+        c.get("message", "")
+        for p in found
+        if p["status"].get("phase") == "Pending"
+        for c in p["status"].get("conditions", [])
+        if c["type"] == "PodScheduled" and c["status"] == "False"
+    ]
+    return running, pending
+
+
+@pytest.mark.usefixtures("operator")
+def test_engine_pods_are_sized_for_an_npu_node(cluster: Cluster, namespace: str) -> None:
+    # Nothing said of resources: each NPU's share of the node, limits equal to requests.
+    apply(cluster, namespace, "sized", {**SIZED, "replicas": 2})
+    wait_ready(cluster, namespace, "sized")
+    for pod in pods(cluster, namespace, "sized"):
+        assert pod["status"]["qosClass"] == "Guaranteed"  # the API server's verdict
+        engine = pod["spec"]["containers"][0]["resources"]
+        assert engine["requests"] == {NPU: "1", "cpu": "16", "memory": "80Gi", "ephemeral-storage": "64Gi"}
+        assert engine["limits"] == {NPU: "1", "cpu": "16", "memory": "80Gi"}
+        hf_cache = next(v for v in pod["spec"]["volumes"] if v["name"] == "hf-cache")
+        assert hf_cache["emptyDir"] == {"sizeLimit": "64Gi"}
+
+    # The scheduler goes by them: three 1-NPU pods of 100 CPUs, which two 8-NPU, 192-CPU nodes hold two of.
+    apply(cluster, namespace, "sized", {**SIZED, "replicas": 3, "resources": {"cpu": "100"}})
+
+    def two_and_one() -> tuple[list[str], list[str]] | None:
+        running, pending = placed(cluster, namespace, "sized")
+        return (running, pending) if len(running) == 2 and len(pending) == 1 else None
+
+    running, pending = wait_until("two pods Running, one per node, and the third Pending", two_and_one, timeout=90)
+    assert len(set(running)) == 2, running
+    assert "Insufficient cpu" in pending[0], pending
+
+    # A sidecar without limits makes the pods Burstable: the operator says so, and the API server agrees.
+    sidecar = {
+        "name": "shipper",
+        "image": "busybox:1.36",
+        "resources": {"requests": {"cpu": "100m"}},
+        "securityContext": {"runAsNonRoot": True},  # as the default tenant policy requires of sidecars
+    }
+    apply(cluster, namespace, "sized", {**SIZED, "replicas": 2, "podTemplate": {"spec": {"containers": [sidecar]}}})
+    obj = wait_ready(cluster, namespace, "sized")
+    assert "so the engine pods are Burstable" in condition(obj, "ConfigValid")["message"]
+    wait_until(
+        "the pods to roll to Burstable",
+        lambda: [p["status"].get("qosClass") for p in pods(cluster, namespace, "sized")] == ["Burstable"] * 2,
+        timeout=90,
+    )
+
+    # Requests no node with the NPUs can hold are refused before anything is applied, naming the field.
+    before = serving(cluster, namespace, "sized")
+    apply(cluster, namespace, "sized", {**SIZED, "replicas": 2, "resources": {"cpu": "200"}})
+    refused = wait_resource(
+        cluster, namespace, "sized", "ConfigValid=False", lambda o: condition(o, "ConfigValid").get("status") == "False"
+    )
+    said = condition(refused, "ConfigValid")
+    assert said["reason"] == "InsufficientNPUCapacity"
+    assert (
+        f"each pod requests 200 cpu besides 1 {NPU}, but no node with that many {NPU} has that much allocatable "
+        "(at most 192 cpu): lower resources.cpu (16 per NPU when unset)"
+    ) in said["message"], said["message"]
+    assert serving(cluster, namespace, "sized")[1] == before[1]
