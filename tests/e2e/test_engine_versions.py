@@ -10,12 +10,13 @@ from typing import Any
 import yaml
 
 from hack.kubeclient import Cluster, wait_until
-from specinfer_operator.api.engine import EngineVersions
+from specinfer_operator.api.engine import DEFAULT_ENGINE_VERSIONS
+from specinfer_operator.api.policy import DEFAULT_INSTALL_POLICY
 from specinfer_operator.render.admission import check
 from tests.e2e.test_tenancy import chart_policy, dry_run, make_namespace
 from tests.support.builders import example
 
-DEFAULT = "0.23.0"  # the chart's runtimeEngineVersions: older than DSpark (0.25.0rc1)
+DEFAULT = DEFAULT_ENGINE_VERSIONS.vllm_ascend  # the chart's runtimeEngineVersions: older than DSpark (0.25.0rc1)
 
 
 def dspark(runtime: dict[str, Any] | None) -> dict[str, Any]:
@@ -40,7 +41,7 @@ def test_a_feature_the_image_predates_is_refused_before_a_pod_exists(cluster: Cl
     try:
         on_default = dspark(None)
         said = wait_until("the tenant policy bound", lambda: dry_run(cluster, namespace, on_default))
-        (expected,) = check(on_default, engine=EngineVersions(vllm_ascend=DEFAULT)).errors
+        (expected,) = check(on_default, DEFAULT_INSTALL_POLICY).errors  # what plain `specinfer validate` says
         assert expected.message in " ".join(said.split()), said
         assert expected.message.startswith("method dspark needs vllm-ascend >= 0.25.0rc1")
         assert f"the default runtime image runs vllm-ascend {DEFAULT}" in expected.message

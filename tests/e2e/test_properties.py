@@ -1,8 +1,7 @@
 """Generated resources through `specinfer validate` and through `kubectl create --dry-run=server` on the real
 API server (schema, CEL, the admission policies, metadata checks): the two verdicts are the same. The
-namespace has the chart's default tenant policy bound, which is what `specinfer validate` checks without
---policy; no engine releases are stated for the default image, as validate states none without
---engine-version."""
+namespace has the chart's default tenant policy bound, the default image's engine releases included, which is
+what `specinfer validate` checks without --policy."""
 
 from __future__ import annotations
 
@@ -37,7 +36,7 @@ def shared_namespace(cluster: Cluster) -> Iterator[str]:
     name = f"e2e-properties-{uuid.uuid4().hex[:6]}"
     cluster.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
     wait_until("the namespace", lambda: cluster.kubectl("get", "namespace", name, check=False).returncode == 0)
-    policy = chart_policy(cluster, name, name, {}, "--set", "runtimeEngineVersions=null")
+    policy = chart_policy(cluster, name, name, {})
     cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(policy))
     probe = manifest(spec_of({"podTemplate": {"spec": {"volumes": [{"name": "x", "hostPath": {"path": "/x"}}]}}}))
     wait_until("the tenant policy bound", lambda: dry_run(cluster, name, probe))

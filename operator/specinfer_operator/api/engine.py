@@ -20,7 +20,7 @@ from specinfer_runtime.base import Section
 from specinfer_runtime.celrules import Rule, cel_string
 from specinfer_runtime.compat import FEATURES, Feature
 from specinfer_runtime.validation import Problem, rule_violations
-from specinfer_runtime.versions import RELEASE, at_least
+from specinfer_runtime.versions import RELEASE, RELEASE_LENGTH, at_least
 
 ENGINE_RULE = "engine"  # the id of these rules: ConfigValid's reason is EngineTooOld when they alone refuse
 
@@ -31,13 +31,14 @@ class EngineVersions(Section):
 
     vllm_ascend: str | None = Field(
         default=None,
-        max_length=24,
+        max_length=RELEASE_LENGTH,
         pattern=RELEASE,
-        description="The vllm-ascend release, e.g. 0.25.1rc1; when set, features are checked against it.",
+        description="The vllm-ascend release as the package indexes write it, e.g. 0.25.1rc1 or 0.23.0.post1; when "
+        "set, features are checked against it.",
     )
     vllm: str | None = Field(
         default=None,
-        max_length=24,
+        max_length=RELEASE_LENGTH,
         pattern=RELEASE,
         description="The vLLM release, e.g. 0.32.0; features are checked against it when vllmAscend is unset "
         "(an image of plain vLLM).",
@@ -50,6 +51,13 @@ class EngineVersions(Section):
             message="name the image's vllmAscend release, its vllm release, or both",
         ),
     )
+
+
+# The engine releases of the chart's default runtime image: images/runtime/Dockerfile's VLLM_ASCEND_VERSION and
+# VLLM_VERSION, which the chart's runtimeEngineVersions state to admission as the tenant policy's
+# defaultEngineVersions. Plain `specinfer validate` checks against them as a default install does (policy.py's
+# DEFAULT_INSTALL_POLICY); tests keep the Dockerfile and the chart equal to this.
+DEFAULT_ENGINE_VERSIONS = EngineVersions(vllm_ascend="0.23.0", vllm="0.23.0")
 
 
 def _floors(feature: Feature) -> str:

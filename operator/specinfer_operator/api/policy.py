@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from specinfer_operator.api.container import ABSOLUTE_PATH, RESOURCE_NAME, ObjectName
-from specinfer_operator.api.engine import DEFAULT_RULES, EngineVersions
+from specinfer_operator.api.engine import DEFAULT_ENGINE_VERSIONS, DEFAULT_RULES, EngineVersions
 from specinfer_operator.api.metadata import ObjectMeta
 from specinfer_operator.api.overlay import VOLUME_SOURCES
 from specinfer_operator.api.placement import INT_BOUND
@@ -227,6 +227,11 @@ class SpeculativeInferencePolicy(Section):
     metadata: ObjectMeta = Field(description="Standard object metadata.")
     spec: TenantPolicySpec = section_field(TenantPolicySpec, "The limits; each left out takes its default.")
 
+
+# The policy a chart installed with its default values creates: the defaults above, and its runtime image's engine
+# releases (values.yaml's tenantPolicy.spec and runtimeEngineVersions; tests render the chart and compare). Plain
+# `specinfer validate` checks against it, so that it refuses what `kubectl apply` refuses on a default install.
+DEFAULT_INSTALL_POLICY = TenantPolicySpec(default_engine_versions=DEFAULT_ENGINE_VERSIONS)
 
 POLICY_RULES: tuple[Rule, ...] = (*VOLUME_RULES, *SECRET_RULES, *POD_RULES, *PLACEMENT_RULES, *DEFAULT_RULES)
 

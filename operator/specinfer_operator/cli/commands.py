@@ -16,7 +16,7 @@ from typing import Any, NoReturn, TextIO
 from specinfer_operator import __version__
 from specinfer_operator.api.crd import crd_yaml, editor_schema
 from specinfer_operator.api.engine import EngineVersions
-from specinfer_operator.api.policy import TenantPolicySpec
+from specinfer_operator.api.policy import DEFAULT_INSTALL_POLICY, TenantPolicySpec
 from specinfer_operator.api.resource import SpeculativeInference
 from specinfer_operator.cli import tune
 from specinfer_operator.cli.builds import DEFAULT_TIMEOUT, BuildOptions
@@ -103,7 +103,7 @@ def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     results: list[dict[str, Any]] = []
     tally = Tally()
     try:
-        policy = load_policy(args.policy) if args.policy else TenantPolicySpec()
+        policy = load_policy(args.policy) if args.policy else DEFAULT_INSTALL_POLICY
     except ManifestError as error:
         say(f"specinfer validate: --policy {error}", err)
         return EXIT_UNREADABLE
@@ -150,9 +150,17 @@ def engine_version(text: str) -> tuple[str, str]:
     name, _, release = text.partition("=")
     if name not in ENGINES or not re.match(RELEASE, release):
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not ENGINE=RELEASE with ENGINE vllm-ascend or vllm and RELEASE like 0.25.1rc1"
+            f"{text!r} is not ENGINE=RELEASE with ENGINE vllm-ascend or vllm and RELEASE as the package indexes "
+            "write it, like 0.23.0, 0.25.1rc1 or 0.23.0.post1"
         )
     return ENGINES[name], release
+
+
+def _releases(policy: TenantPolicySpec) -> str:
+    """The default image's releases a policy states, as --engine-version takes them."""
+    versions = policy.default_engine_versions
+    stated = [f"{name}={getattr(versions, field)}" for name, field in ENGINES.items() if getattr(versions, field, None)]
+    return " ".join(stated) or "none"
 
 
 def _engine(given: list[tuple[str, str]] | None) -> EngineVersions | None:
@@ -272,17 +280,18 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument(
         "--policy",
         metavar="FILE",
-        help="a SpeculativeInferencePolicy manifest (the tenant policy the chart installs) to check the resources "
-        "against; its built-in defaults when not given",
+        help="a SpeculativeInferencePolicy manifest (`kubectl get specinferpolicy NAME -o yaml`) to check the "
+        "resources against, instead of the policy the chart installs with its default values (its defaults, and "
+        f"the default runtime image's engine releases: {_releases(DEFAULT_INSTALL_POLICY)})",
     )
     v.add_argument(
         "--engine-version",
         action="append",
         type=engine_version,
         metavar="ENGINE=RELEASE",
-        help="a release the default runtime image runs (vllm-ascend=0.23.0, vllm=0.23.0; repeat for both), as the "
+        help="a release the default runtime image runs (vllm-ascend=0.25.1rc1, vllm=0.25.1; repeat for both), as the "
         "chart's runtimeEngineVersions state it: resources without spec.runtime.image whose features need later "
-        "releases are invalid (docs/support-matrix.md); overrides the policy's defaultEngineVersions",
+        "releases are invalid (docs/support-matrix.md); replaces the policy's defaultEngineVersions",
     )
     _build_arguments(v)
     v.set_defaults(func=cmd_validate)

@@ -1,5 +1,6 @@
-"""The runtime image's declared engine releases: one pin (the Dockerfile's build arguments, the chart's values),
-and a build that fails when the declaration is not what the image holds."""
+"""The runtime image's declared engine releases: one pin (DEFAULT_ENGINE_VERSIONS, which the Dockerfile's build
+arguments and the chart's values must equal), and a build that fails when the declaration is not what the image
+holds."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from specinfer_operator.api.engine import DEFAULT_ENGINE_VERSIONS
 from specinfer_runtime.image_versions import main, mismatches
 from specinfer_runtime.versions import RELEASE
 from tests.support import ROOT
@@ -21,10 +23,12 @@ def build_args() -> dict[str, str]:
     return dict(re.findall(r"^ARG (\w+)=(\S*)$", dockerfile, flags=re.M))
 
 
-def test_the_chart_states_what_the_default_image_declares() -> None:
+def test_the_image_and_the_chart_state_the_one_pin() -> None:
     args = build_args()
+    declared = {"vllmAscend": args["VLLM_ASCEND_VERSION"], "vllm": args["VLLM_VERSION"]}
+    assert declared == DEFAULT_ENGINE_VERSIONS.dump()
     values = yaml.safe_load((CHART / "values.yaml").read_text())
-    assert values["runtimeEngineVersions"] == {"vllmAscend": args["VLLM_ASCEND_VERSION"], "vllm": args["VLLM_VERSION"]}
+    assert values["runtimeEngineVersions"] == DEFAULT_ENGINE_VERSIONS.dump()
     assert args["VLLM_ASCEND_IMAGE"].endswith(f":v{args['VLLM_ASCEND_VERSION']}")  # the base is that release
 
 
