@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from specinfer_operator.api.crd import openapi_schema
+from specinfer_runtime.methods import METHOD_NAMES
 from specinfer_runtime.passthrough import (
     ASCEND_ADDITIONAL_KEYS,
     COMPILATION_KEYS,
@@ -73,6 +74,8 @@ class _Filler:
             return choice(self) if callable(choice) else choice
         if "enum" in node:
             return node["enum"][-1 if self.last_enum else 0]
+        if node.get("x-kubernetes-int-or-string"):  # a quantity: the longest string, digits so that it is one
+            return "9" * min(node["maxLength"], DENSE_LENGTH if self.shape == "dense" else node["maxLength"])
         kind = node.get("type")
         if kind == "object":
             return self._object(node, path)
@@ -187,7 +190,8 @@ VALID: dict[str, Choice] = {
     "spec.additionalConfig keys": [k for k in ASCEND_ADDITIONAL_KEYS if k not in OWNED_ADDITIONAL_KEYS],
 }
 # The invalid resource only keeps the schema: passthrough keys are still strings, set sizes still distinct.
-INVALID: dict[str, Choice] = {}
+# The method is the last name the schema takes (arctic, which a rule refuses), as the last value of an enum would be.
+INVALID: dict[str, Choice] = {"spec.speculative.method": METHOD_NAMES[-1]}
 
 
 def _distinct(node: dict[str, Any], i: int, count: int) -> int | float:

@@ -5,12 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetJsonSchemaHandler
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
-from pydantic_core import CoreSchema
+from pydantic_core import CoreSchema, core_schema
 
-from specinfer_runtime.celrules import Rule
+from specinfer_runtime.celrules import Rule, check
+
+# The values an editor offers and checks for a field whose CRD schema has no enum, because a rule of its own
+# (ValueRules) refuses the others with a better message than the API server's enum error.
+EDITOR_ENUM = "x-editor-enum"
 
 
 class Section(BaseModel):
@@ -54,6 +58,30 @@ class CelRules:
         schema = handler(core_schema)
         handler.resolve_ref_schema(schema)["x-kubernetes-validations"] = [r.to_kubernetes() for r in self.rules]
         return schema
+
+
+@dataclass(frozen=True)
+class ValueRules:
+    """CEL rules on one value that is not a Section (a quantity, a method name), as `Annotated` metadata, checked
+    where the schema checks the value: by the API server as its `x-kubernetes-validations`, in Python as the
+    value is validated, with the rule's message. So a bad value is one schema error naming its field, and the
+    rules on the object around it, which may read it, never see it."""
+
+    rules: tuple[Rule, ...]
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_after_validator_function(self._check, handler(source))
+
+    def __get_pydantic_json_schema__(self, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        handler.resolve_ref_schema(schema)["x-kubernetes-validations"] = [r.to_kubernetes() for r in self.rules]
+        return schema
+
+    def _check(self, value: Any) -> Any:
+        broken = check(self.rules, value, "")
+        if broken:
+            raise ValueError("; ".join(v.message for v in broken))
+        return value
 
 
 def section_field(model: type[Section], description: str) -> Any:

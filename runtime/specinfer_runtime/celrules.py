@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import cel
 
+from specinfer_runtime import quantity
 from specinfer_runtime.celscope import Scope, pruned, reads
 
 Reason = Literal["FieldValueInvalid", "FieldValueForbidden", "FieldValueRequired", "FieldValueDuplicate"]
@@ -95,6 +96,14 @@ def _replace(text: str, old: str, new: str) -> str:
     return text.replace(old, new)
 
 
+def _substring(text: str, start: int, end: int | None = None) -> str:
+    """cel-go's strings extension: code points from `start` to `end`, an error outside the string."""
+    stop = len(text) if end is None else end
+    if not 0 <= start <= stop <= len(text):
+        raise ValueError(f"substring({start}, {stop}) out of range of a string of {len(text)}")
+    return text[start:stop]
+
+
 def _lower_ascii(text: str) -> str:
     return "".join(chr(ord(c) + 32) if "A" <= c <= "Z" else c for c in text)
 
@@ -158,19 +167,16 @@ def _sum(values: list[Any]) -> Any:
     return sum(values)
 
 
-_SUFFIXES = {
-    **{s: 1000**i for i, s in enumerate(("", "k", "M", "G", "T", "P", "E"))},
-    **{s: 1024**i for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"), 1)},
-    "m": 0.001,
-}
-
-
 def _quantity(text: str) -> float:
-    """Kubernetes' `quantity()` as a number, for comparisons (the forms QUANTITY admits)."""
-    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([a-zA-Z]*)", text)
-    if match is None or match.group(2) not in _SUFFIXES:
+    """Kubernetes' `quantity()`, as a number for comparisons; an error where Kubernetes refuses the string."""
+    value = quantity.parse(text)
+    if value is None:
         raise ValueError(f"not a quantity: {text!r}")
-    return float(match.group(1)) * float(_SUFFIXES[match.group(2)])
+    return float(value)
+
+
+def _is_quantity(text: str) -> bool:
+    return quantity.parse(text) is not None
 
 
 def _compare_to(a: float, b: float) -> int:
@@ -179,6 +185,7 @@ def _compare_to(a: float, b: float) -> int:
 
 KUBERNETES_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "quantity": _quantity,
+    "isQuantity": _is_quantity,
     "compareTo": _compare_to,
     "isSorted": _is_sorted,
     "min": _min,
@@ -188,6 +195,7 @@ KUBERNETES_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "split": _split,
     "join": _join,
     "replace": _replace,
+    "substring": _substring,
     "trim": _trim,
     "lowerAscii": _lower_ascii,
     "cachedMatches": _matches,

@@ -105,6 +105,17 @@ ENGINE_RULES = (
     ),
     Rule(
         id="R6",
+        rule=f"!has(self.scheduling.maxNumBatchedTokens) || !({FULL_MODE}) "
+        f"|| self.scheduling.maxNumBatchedTokens >= {K} + 1",
+        message="scheduling.maxNumBatchedTokens %d is below K+1 = %d, the tokens of one sequence's decode step in "
+        "graph mode %s (numSpeculativeTokens %d), so no capture size fits in it and vLLM refuses to start (No valid "
+        "cudagraph sizes after rounding to multiple of K+1): raise maxNumBatchedTokens to %d or more, lower "
+        "numSpeculativeTokens, or set graph.mode PIECEWISE",
+        args=("self.scheduling.maxNumBatchedTokens", f"{K} + 1", "self.graph.mode", K, f"{K} + 1"),
+        field_path=".scheduling.maxNumBatchedTokens",
+    ),
+    Rule(
+        id="R6",
         rule="!has(self.graph.maxBatchSize) || !has(self.scheduling.maxNumSeqs) "
         "|| self.graph.maxBatchSize <= self.scheduling.maxNumSeqs",
         message="maxBatchSize %d exceeds scheduling.maxNumSeqs %d; lower it or raise maxNumSeqs",

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
-from specinfer_runtime.celrules import Rule, cel_in
+from pydantic import Field
+
+from specinfer_runtime.base import ValueRules
+from specinfer_runtime.celrules import Rule, cel_in, cel_list
 
 MethodName = Literal[
     "ngram",
@@ -43,6 +46,8 @@ MtpAlias = Literal[
 ]
 MTP_ALIASES: tuple[str, ...] = get_args(MtpAlias)
 MTP_NAMES = ("mtp", *MTP_ALIASES)
+# Every name the schema takes: the methods, vLLM's MTP aliases, and arctic, which R1 refuses saying what to use.
+METHOD_NAMES: tuple[str, ...] = (*METHODS, *MTP_ALIASES, *get_args(RefusedMethod))
 DRAFT_MODEL_METHODS = ("eagle", "eagle3", "dflash", "medusa", "draft_model")
 # Methods that may take a draft checkpoint: dspark's is separate for Qwen3 and inside the target for DeepSeek-V4.
 DRAFTER_METHODS = (*DRAFT_MODEL_METHODS, "dspark")
@@ -59,6 +64,39 @@ PADDED_BATCH_METHODS = ("eagle", "eagle3", *MTP_NAMES)
 PADDED_BATCH_ONLY_METHODS = ("draft_model", *ALWAYS_PARALLEL_METHODS, "extract_hidden_states")
 # vLLM switches a draft_model or medusa drafter to another method when its model name contains these.
 METHOD_SWITCHING_NAMES = {"eagle-": "eagle", "eagle3": "eagle3", "dflash": "dflash", "dspark": "dspark"}
+
+
+# For "did you mean": each method with the names that suggest it (mtp's aliases suggest mtp).
+_NAMES = {m: [m, *(MTP_ALIASES if m == "mtp" else ())] for m in METHODS}
+
+
+def _suggestion(alike: str) -> str:
+    """CEL: ': did you mean M?' for the first method M one of whose names is `alike` (a CEL condition on the name,
+    written NAME), else '.'. Only literals come out: the API server refuses a message it cannot bound, as one
+    built by join() or concatenation would be."""
+    chain = "".join(
+        "(" + " || ".join(alike.replace("NAME", f"'{n}'") for n in names) + f") ? ': did you mean {m}?' : "
+        for m, names in _NAMES.items()
+    )
+    return chain + "'.'"
+
+
+# The method the name is like: one inside the other (eagle in eagle4, suffix in suffix_decoding, deepseek_mtp in
+# deepseek_mtp_v2) or the same first three letters (sufix, medussa).
+_SUGGESTION = _suggestion(
+    "(size(self) >= 3 && (NAME.contains(self) || self.contains(NAME) || NAME.startsWith(self.substring(0, 3))))"
+)
+UNKNOWN_METHOD = Rule(
+    id="R1",
+    rule=f"self in {cel_list(METHOD_NAMES)}",
+    message='method "%s" is unknown%s Set it to one of: '
+    + ", ".join(METHODS)
+    + " (vLLM's model-specific MTP names, such as deepseek_mtp, are taken as mtp).",
+    args=("self", _SUGGESTION),
+)
+# A method name: the CRD has no enum of them, whose refusal would list every alias and arctic, and skip the rules
+# that say more; UNKNOWN_METHOD says which method was probably meant, at kubectl apply as in Python.
+Method = Annotated[str, Field(min_length=1, max_length=32), ValueRules((UNKNOWN_METHOD,))]
 
 
 def section_only_for(field: str, methods: tuple[str, ...], label: str) -> Rule:

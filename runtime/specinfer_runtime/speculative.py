@@ -20,13 +20,13 @@ from specinfer_runtime import (
     tokens,
     tuning,
 )
-from specinfer_runtime.base import Section
+from specinfer_runtime.base import EDITOR_ENUM, Section
 from specinfer_runtime.celrules import Rule
 from specinfer_runtime.drafter import DraftModel
 from specinfer_runtime.dspark import DSparkConfig
 from specinfer_runtime.hidden_states import HiddenStatesConfig
 from specinfer_runtime.k_by_batch import Schedule
-from specinfer_runtime.methods import MTP_ALIASES, MethodName, MtpAlias, RefusedMethod
+from specinfer_runtime.methods import METHOD_NAMES, MTP_ALIASES, Method
 from specinfer_runtime.ngram import NgramConfig
 from specinfer_runtime.sampling import DynamicVerification, RejectionSampleMethod, RejectionSamplerConfig
 from specinfer_runtime.suffix import SuffixConfig
@@ -55,13 +55,14 @@ _RULES = (
 class SpeculativeConfig(Section):
     """The speculative decoding method and its parameters (vLLM: `--speculative-config`)."""
 
-    method: Literal[MethodName, MtpAlias, RefusedMethod] = Field(
+    method: Method = Field(
         description=(
             "Proposer (vLLM: `method`): ngram, ngram_gpu (prompt lookup on the device), suffix (Arctic "
             "Inference), medusa, eagle, eagle3, mtp, dflash, dspark, draft_model or extract_hidden_states. "
             "vLLM's model-specific MTP names (deepseek_mtp, ...) are accepted and rendered as mtp; arctic is "
             "refused (vLLM-Ascend does not load it: use suffix)."
-        )
+        ),
+        json_schema_extra={EDITOR_ENUM: list(METHOD_NAMES)},
     )
     num_speculative_tokens: int | None = Field(
         default=None,

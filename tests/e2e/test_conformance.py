@@ -92,3 +92,24 @@ def test_what_the_operator_renders_is_accepted(
     with capsys.disabled():
         print(f"\nconformance: {len(resources)} valid resources rendered, {applied} children applied (dry run)")
     assert not refused, "\n".join(refused)
+
+
+@pytest.mark.parametrize(
+    "name", ["quantity-memory-gb", "quantity-negative-cpu", "r6-batched-tokens-below-k", "r1-method-typo"]
+)
+def test_the_edges_users_hit_are_refused_at_their_field_in_the_words_of_validate(
+    cluster: Cluster, namespace: str, name: str
+) -> None:
+    """`kubectl apply` names the field the case names, and says all that `specinfer validate` says of it."""
+    (case,) = [c for c in CASES if c.name == name]
+    accepted, message = server_verdict(cluster, namespace, case)
+    (problem,) = check(case.resource).errors
+    assert not accepted
+    assert problem.path == case.path
+    assert f"{case.path}: Invalid value: " in message, message
+    assert problem.message in " ".join(message.split()), message
+
+
+def test_integer_quantities_are_taken_as_in_a_pod(cluster: Cluster, namespace: str) -> None:
+    (case,) = [c for c in CASES if c.name == "quantity-integers"]
+    assert server_verdict(cluster, namespace, case) == (True, "")

@@ -12,6 +12,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import AfterValidator, Field
 
 from specinfer_operator.api.engine import EngineVersions
+from specinfer_operator.api.quantities import Bytes, Cores, not_below
 from specinfer_runtime import multinode
 from specinfer_runtime.base import Section, list_map
 from specinfer_runtime.celrules import Rule, cel_list
@@ -25,8 +26,6 @@ from specinfer_runtime.sources import (
     exactly_one,
 )
 
-QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
-Quantity = Annotated[str, Field(max_length=64, pattern=QUANTITY)]
 ENGINE_CONTAINER = "engine"  # the container of the engine pods that runs specinfer-runtime and vLLM
 CONFIG_DIR = "/etc/specinfer"
 HF_HOME = "/var/cache/huggingface"
@@ -248,11 +247,10 @@ class RuntimeSettings(Section):
     )
 
 
-def not_below(limit: str, request: str) -> Rule:
+def _limit_rule(limit: str, request: str) -> Rule:
     return Rule(
         id="kubernetes",
-        rule=f"!has(self.{limit}) || !has(self.{request}) "
-        f"|| quantity(self.{limit}).compareTo(quantity(self.{request})) >= 0",
+        rule=f"!has(self.{limit}) || !has(self.{request}) || {not_below(f'self.{limit}', f'self.{request}')}",
         message=f"{limit} %s is below the request {request} %s, which Kubernetes refuses: raise {limit}",
         args=(f"self.{limit}", f"self.{request}"),
         field_path=f".{limit}",
@@ -306,20 +304,20 @@ class ResourceSettings(Section):
         description="NPUs each pod requests; parallelism.tensor x pipeline x data (divided by parallelism.nodes "
         "when an engine spans nodes) when unset, and never fewer.",
     )
-    cpu: Quantity | None = Field(
+    cpu: Cores | None = Field(
         default=None, description="CPU request of the engine container, and its limit unless cpuLimit is set."
     )
-    memory: Quantity | None = Field(
+    memory: Bytes | None = Field(
         default=None, description="Memory request of the engine container, and its limit unless memoryLimit is set."
     )
-    cpu_limit: Quantity | None = Field(default=None, description="CPU limit, when it differs from the request.")
-    memory_limit: Quantity | None = Field(default=None, description="Memory limit, when it differs from the request.")
-    shared_memory: Quantity = Field(
+    cpu_limit: Cores | None = Field(default=None, description="CPU limit, when it differs from the request.")
+    memory_limit: Bytes | None = Field(default=None, description="Memory limit, when it differs from the request.")
+    shared_memory: Bytes = Field(
         default="16Gi",
         description="Size of the in-memory /dev/shm volume (used by the engine's worker processes), counted "
         "against the memory limit.",
     )
-    model_cache: Quantity | None = Field(
+    model_cache: Bytes | None = Field(
         default=None,
         description="Size limit of each emptyDir that models are downloaded into from the Hub (the Hub cache, and a "
         "draft's own download directory), whose sum the pods request as ephemeral-storage. When unset: 64Gi per "
@@ -344,8 +342,8 @@ class ResourceSettings(Section):
             args=("self.npuResourceName",),
             field_path=".npuResourceName",
         ),
-        not_below("cpuLimit", "cpu"),
-        not_below("memoryLimit", "memory"),
+        _limit_rule("cpuLimit", "cpu"),
+        _limit_rule("memoryLimit", "memory"),
         Rule(
             id="pod",
             rule="!has(self.modelCache) || !has(self.modelCacheClaim)",

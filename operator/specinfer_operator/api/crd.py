@@ -19,7 +19,7 @@ from specinfer_operator.api.resource import (
 )
 from specinfer_operator.api.traps import ADMISSION_TRAPS
 from specinfer_runtime import passthrough
-from specinfer_runtime.base import Section
+from specinfer_runtime.base import EDITOR_ENUM, Section
 from specinfer_runtime.celrules import Rule
 
 # Every column that describes the serving configuration reads the status: after a rollback the spec still says
@@ -47,7 +47,7 @@ PRINTER_COLUMNS = [
     },
 ]
 
-_DROP = {"title", "$defs"}
+_DROP = {"title", "$defs", EDITOR_ENUM}
 
 
 def _without_null(node: dict[str, Any]) -> dict[str, Any] | None:
@@ -65,7 +65,7 @@ def _structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     ref = node.pop("$ref", None)
     if ref:
         node = {**defs[ref.rsplit("/", 1)[-1]], **node}
-    if "anyOf" in node:
+    if "anyOf" in node and not node.get("x-kubernetes-int-or-string"):  # int-or-string is the one union allowed
         single = _without_null(node)
         if single is None:
             raise ValueError(f"cannot express a union in a structural schema: {node['anyOf']}")
@@ -309,4 +309,6 @@ def _for_editors(node: Any) -> Any:
     node = (_without_null(node) if "anyOf" in node else None) or dict(node)
     if node.get("default", 0) is None:
         del node["default"]
+    if EDITOR_ENUM in node:
+        node["enum"] = node.pop(EDITOR_ENUM)
     return {k: _for_editors(v) for k, v in node.items() if not (k == "title" and isinstance(v, str))}

@@ -22,11 +22,11 @@ from specinfer_operator.api.container import (
     EnvFromSource,
     EnvList,
     ObjectName,
-    Quantity,
     VolumeMount,
     no_parent,
 )
 from specinfer_operator.api.placement import INT_BOUND, AnnotationMap, LabelMap
+from specinfer_operator.api.quantities import Bytes, Cores, not_below
 from specinfer_runtime.base import Section, list_map
 from specinfer_runtime.celrules import Rule, cel_list
 from specinfer_runtime.engine import ENGINE_PORT
@@ -52,7 +52,7 @@ class EmptyDirSource(Section):
     """A scratch directory (core/v1 EmptyDirVolumeSource)."""
 
     medium: Literal["", "Memory"] | None = Field(default=None, description="'' (node disk) or Memory.")
-    size_limit: Quantity | None = Field(default=None, description="Size limit.")
+    size_limit: Bytes | None = Field(default=None, description="Size limit.")
 
 
 class HostPathSource(Section):
@@ -172,9 +172,9 @@ class ContainerPort(Section):
 class ResourceList(Section):
     """CPU, memory and ephemeral storage; a sidecar requests no NPU."""
 
-    cpu: Quantity | None = Field(default=None, description="CPU.")
-    memory: Quantity | None = Field(default=None, description="Memory.")
-    ephemeral_storage: Quantity | None = Field(default=None, alias="ephemeral-storage", description="Local storage.")
+    cpu: Cores | None = Field(default=None, description="CPU.")
+    memory: Bytes | None = Field(default=None, description="Memory.")
+    ephemeral_storage: Bytes | None = Field(default=None, alias="ephemeral-storage", description="Local storage.")
 
 
 class ResourceRequirements(Section):
@@ -187,7 +187,7 @@ class ResourceRequirements(Section):
         Rule(
             id="kubernetes",
             rule=f"!has(self.requests) || !has(self.limits) || !has(self.requests.{r}) || !has(self.limits.{r}) "
-            f"|| quantity(self.limits.{r}).compareTo(quantity(self.requests.{r})) >= 0",
+            f"|| {not_below(f'self.limits.{r}', f'self.requests.{r}')}",
             message=f"the {r} request %s exceeds the limit %s, which Kubernetes refuses",
             args=(f"self.requests.{r}", f"self.limits.{r}"),
             field_path=f".requests.{r}",
