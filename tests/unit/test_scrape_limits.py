@@ -1,7 +1,7 @@
 """The limits on Prometheus' scrape of the engines: scrape/engines.yaml holds the chart's defaults (values.yaml),
 and a real vLLM /metrics stays well within them, so they cut a flood and never an engine.
 
-That the PodMonitor renders the values is checked with helm (tests/e2e/test_chart.py); that Prometheus cuts a
+That the PodMonitor renders the values is checked with helm (tests/e2e/test_chart_install.py); that Prometheus cuts a
 pod over them, on a real Prometheus (tests/e2e/test_prometheus.py).
 """
 
