@@ -149,11 +149,24 @@ def test_forged_engines_move_nothing_of_the_victim(
             None,
         ),
     )
-    stable_pod = next(
-        p
-        for p in made_by_workload(cluster, namespace)
-        if p is not canary_pod and p["metadata"]["annotations"][CONFIG_HASH_ANNOTATION] != canary_hash
+    (stable_pod,) = wait_until(
+        "one stable pod beside the canary's",
+        lambda: (
+            [
+                p
+                for p in made_by_workload(cluster, namespace)
+                if p["metadata"]["annotations"][CONFIG_HASH_ANNOTATION] != canary_hash
+            ]
+            if len(made_by_workload(cluster, namespace)) == 2
+            else None
+        ),
     )
+    # The engine of the stable pod the canary replaced goes with its pod: kwok may give that pod's address to
+    # the canary's, which no engine serves.
+    for gone in [s for s in servers if s.host != stable_pod["status"]["podIP"]]:
+        gone.__exit__()
+        servers.remove(gone)
+    wait_resource(cluster, namespace, NAME, "an unmeasured canary", lambda o: not canary_figures(o).get("podsMeasured"))
     owner = resource(cluster, namespace, NAME)
     stable_deployment = cluster.get("deployment", "-n", namespace, NAME)
     canary_deployment = cluster.get("deployment", "-n", namespace, f"{NAME}-canary")
