@@ -50,6 +50,7 @@ from specinfer_operator.render.admission import check
 from specinfer_operator.render.children import RenderDefaults, family_hash, is_pool, label_selector, render
 from specinfer_operator.render.sizing import CPU_PER_NPU, NPU_MEMORY, amount, size
 from specinfer_operator.tuning import applied
+from specinfer_runtime import quantity
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +65,9 @@ SET_BY = {
 
 
 def _amount(value: Any) -> float | None:
-    try:
-        return amount(value)
-    except ValueError:
-        return None
+    """A node's figure as a number; None where it is missing or not a quantity."""
+    parsed = quantity.parse(str(value)) if value is not None else None
+    return None if parsed is None else float(parsed)
 
 
 def _short(requests: dict[str, str], allocatable: dict[str, Any]) -> list[str]:
