@@ -109,9 +109,9 @@ class Sweep:
     def rate(self, k: int, concurrency: int) -> float:
         return self.rates[k][concurrency]
 
-    def at(self, concurrency: int) -> tuple[Callable[[int], Run], Callable[[int], float]]:
-        """What each K measured at this load, and its verdict figure there."""
-        return (lambda k: self.runs[k][concurrency]), (lambda k: self.rate(k, concurrency))
+    def at(self, concurrency: int) -> tuple[Callable[[int], Run | None], Callable[[int], float]]:
+        """What each K measured at this load (None for a K not among --ks), and its verdict figure there."""
+        return (lambda k: self.runs.get(k, {}).get(concurrency)), (lambda k: self.rate(k, concurrency))
 
     def scheduled(self, schedule: Schedule, engines: list[dict[int, Run]], concurrency: int) -> float | None:
         """A schedule's engines at this load, each moved to the load's batch along the static step time of the

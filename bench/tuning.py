@@ -75,19 +75,23 @@ class Sweep:
 
 
 def tune(
-    run: Callable[[int], Run],
+    run: Callable[[int], Run | None],
     rate: Callable[[int], float],
     start: int,
     bounds: Bounds,
     older: Sequence[Profile] = (),
 ) -> tuple[int, list[str], dict[int, Profile]]:
     """Where the recommendation gets from `start`, measuring only what it asks for (`run` measures a K at
-    this load, or gives what it measured): the K, its steps and the profiles it measured. A move is kept
-    only when `rate` (the benchmark's verdict figure at this load) is no lower at the new K. `older` are
-    profiles kept from earlier loads, which the recommendation weighs with these at this load's batch; one
-    of the same K and batch band as a profile measured here is replaced by it, as status.tuning keeps the
-    newest profile per K and band."""
-    known = {start: run(start).profile}
+    this load, or gives what it measured, or None for a K the benchmark did not measure: tuning then stays
+    within what was measured, as if that K's canary had failed): the K, its steps and the profiles it
+    measured. A move is kept only when `rate` (the benchmark's verdict figure at this load) is no lower at
+    the new K. `older` are profiles kept from earlier loads, which the recommendation weighs with these at
+    this load's batch; one of the same K and batch band as a profile measured here is replaced by it, as
+    status.tuning keeps the newest profile per K and band."""
+    first = run(start)
+    if first is None:
+        raise ValueError(f"tuning starts at K={start}, which was not measured")
+    known = {start: first.profile}
     current, steps, rejected = start, [], set()
     for _ in range(20):
         batch = known[current].batch if older else None
@@ -97,11 +101,20 @@ def tune(
         if found is None:
             break
         if found.explore is not None and found.explore not in known:
-            known[found.explore] = run(found.explore).profile
+            explored = run(found.explore)
+            if explored is None:
+                steps.append(f"K={found.explore} not measured: stays")
+                break
+            known[found.explore] = explored.profile
             steps.append(f"measure K={found.explore}")
         elif found.moves and found.k not in rejected:
             # A move, judged as a canary: measured at the new K before it is kept.
-            known[found.k] = run(found.k).profile
+            moved = run(found.k)
+            if moved is None:
+                steps.append(f"K={found.k} not measured")
+                rejected.add(found.k)
+                continue
+            known[found.k] = moved.profile
             if rate(found.k) >= rate(current):
                 steps.append(f"{label(current)}->{label(found.k)}")
                 current = found.k
@@ -109,7 +122,11 @@ def tune(
                 steps.append(f"{label(found.k)} rejected")
                 rejected.add(found.k)
         elif found.off_unmeasured and 0 not in known:
-            known[0] = run(0).profile
+            off = run(0)
+            if off is None:
+                steps.append("off not measured: stays")
+                break
+            known[0] = off.profile
             steps.append("measure off")
         else:
             break
