@@ -17,6 +17,7 @@
 #          monitoring-crds (prometheus-operator's ServiceMonitor, PodMonitor and PrometheusRule CRDs, for
 #          validating the chart's monitors and rules)
 #          prometheus (prometheus and promtool, both from github.com/prometheus/prometheus)
+#          prometheus-adapter (the custom metrics API over Prometheus, for spec.autoscaling's HorizontalPodAutoscaler)
 #   lws also copies its CRDs to ${SPECINFER_CACHE}/crds/lws-<version>/; inferencepool-crd fetches the InferencePool CRD
 #   gitops-crds: the Flux (GitRepository, OCIRepository, HelmRelease, Kustomization) and Argo CD (Application,
 #          ApplicationSet, AppProject) CRDs, for validating gitops/ server-side
@@ -39,7 +40,7 @@ WANT=()
 for a in "$@"; do
   case "$a" in
     --force) FORCE=1 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) WANT+=("$a") ;;
   esac
 done
@@ -334,6 +335,19 @@ build_others() {
     chmod u+w "${gitops}.tmp"/*.yaml
     rm -rf "${gitops}"; mv "${gitops}.tmp" "${gitops}"
     log "gitops-crds: ${gitops}"
+  fi
+
+  # ---- prometheus-adapter: the custom metrics API the HorizontalPodAutoscaler of spec.autoscaling reads, from the
+  # engines' own counters in Prometheus (a wrapper module: the proxy refuses the module's version list) ----
+  if wanted prometheus-adapter && needs_build prometheus-adapter "${PROMETHEUS_ADAPTER_VERSION}"; then
+    t=$(date +%s.%N)
+    av="${PROMETHEUS_ADAPTER_VERSION}"
+    wdir="${SRC}/prometheus-adapter-${av}"
+    wrapper "${wdir}" prometheus-adapter 1.26 sigs.k8s.io/prometheus-adapter "${av}" sigs.k8s.io/prometheus-adapter/cmd/adapter
+    log "prometheus-adapter ${av}: building..."
+    (cd "${wdir}" && "${GO}" build -trimpath -ldflags "-s -w" -o "${BIN}/.prometheus-adapter.tmp" \
+      sigs.k8s.io/prometheus-adapter/cmd/adapter)
+    finish prometheus-adapter "${av}" "${BIN}/.prometheus-adapter.tmp" "${t}"
   fi
 
   # ---- Prometheus and promtool (a wrapper module: the proxy refuses the module's version list) ----

@@ -96,8 +96,11 @@ def cluster() -> Iterator[Cluster]:
 @pytest.fixture(scope="session")
 def gitops_tools() -> dict[str, Path]:
     """The healthcheck tool (Argo CD Lua, kstatus), the prometheus-operator CRDs and the Flux and Argo CD CRDs
-    (directories), Prometheus and promtool, built or fetched once into the cache."""
-    build = [str(ROOT / "hack" / "build-binaries.sh"), "healthcheck", "monitoring-crds", "gitops-crds", "prometheus"]
+    (directories), Prometheus, promtool and prometheus-adapter, built or fetched once into the cache."""
+    build = [
+        str(ROOT / "hack" / "build-binaries.sh"),
+        *("healthcheck", "monitoring-crds", "gitops-crds", "prometheus", "prometheus-adapter"),
+    ]
     subprocess.run(build, check=True)
     cache = Path(os.environ.get("SPECINFER_CACHE", Path.home() / ".cache" / "specinfer"))
     versions = dict(
@@ -113,6 +116,7 @@ def gitops_tools() -> dict[str, Path]:
         "gitops-crds": cache / "crds" / f"gitops-{gitops}",
         "prometheus": binaries / "prometheus",
         "promtool": binaries / "promtool",
+        "prometheus-adapter": binaries / "prometheus-adapter",
     }
 
 

@@ -1,6 +1,7 @@
 """gitops/ on the real API server: the Argo CD and Flux objects against their own CRDs, the overlays with the
-chart's tenant policy bound, and the production overlay's answer to an HPA owning spec.replicas, applied the
-ways Argo CD (client-side apply) and Flux (server-side apply, forcing conflicts) apply it."""
+chart's tenant policy bound, and the production overlay's answer to the autoscaler (the HorizontalPodAutoscaler
+the operator renders from spec.autoscaling) owning spec.replicas, applied the ways Argo CD (client-side apply)
+and Flux (server-side apply, forcing conflicts) apply it."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import yaml
 
 from hack.kubeclient import Cluster, wait_until
-from tests.e2e.conftest import ROOT
+from tests.e2e.conftest import ROOT, Operator
 from tests.e2e.test_tenancy import chart_policy, dry_run
 
 GITOPS = ROOT / "gitops"
@@ -85,6 +86,14 @@ def test_the_overlays_pass_the_api_server_and_the_charts_tenant_policy(cluster: 
         cluster.kubectl("delete", "-f", "-", "--wait=false", stdin=yaml.safe_dump_all(installed), check=False)
 
 
+def autoscaler(cluster: Cluster, namespace: str) -> dict[str, Any] | None:
+    found = cluster.kubectl("get", "hpa", "-n", namespace, "llama3", "-o", "json", check=False)
+    if found.returncode != 0:
+        return None
+    hpa: dict[str, Any] = json.loads(found.stdout)
+    return hpa
+
+
 def counted(cluster: Cluster, namespace: str) -> tuple[int, int]:
     """spec.replicas of the production resource, and its generation (which any change of the count moves)."""
     obj = cluster.get("specinference", "-n", namespace, "llama3")
@@ -98,16 +107,23 @@ def applied(cluster: Cluster, how: tuple[str, ...], obj: dict[str, Any]) -> int:
     return replicas
 
 
-def test_the_hpa_scales_through_the_scale_subresource_and_keeps_its_count_through_argo_cd_and_flux(
-    cluster: Cluster, namespace: str
+def test_the_autoscaler_scales_through_the_scale_subresource_and_keeps_its_count_through_argo_cd_and_flux(
+    cluster: Cluster, namespace: str, operator: Operator
 ) -> None:
     production = built(cluster, "resources/overlays/production", namespace)
     (resource,) = [o for o in production if o["kind"] == "SpeculativeInference"]
-    (hpa,) = [o for o in production if o["kind"] == "HorizontalPodAutoscaler"]
     assert "replicas" not in resource["spec"]
     cluster.kubectl(*FLUX, stdin=yaml.safe_dump_all(production))
-    # The real HPA controller, through the scale subresource: the CRD's default of 1 is below minReplicas.
+    # The operator renders the autoscaler; the real HPA controller scales through the scale subresource: the CRD's
+    # default of 1 is below minReplicas.
+    hpa = wait_until("the operator to render the autoscaler", lambda: autoscaler(cluster, namespace), timeout=120)
+    assert hpa["spec"]["scaleTargetRef"] == {
+        "apiVersion": resource["apiVersion"],
+        "kind": resource["kind"],
+        "name": "llama3",
+    }
     minimum = hpa["spec"]["minReplicas"]
+    assert minimum == resource["spec"]["autoscaling"]["minReplicas"]
     wait_until(f"the HPA to scale to {minimum}", lambda: counted(cluster, namespace)[0] == minimum, timeout=120)
     scale = json.loads(
         cluster.kubectl(

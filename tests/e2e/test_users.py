@@ -26,11 +26,23 @@ def test_kubectl_get_prints_the_columns(cluster: Cluster, namespace: str) -> Non
         return lines if sorted(row.split()[:2] for row in lines[1:]) == expected else None
 
     header, *rows = wait_until("both rows to name their method from the status", listing)
-    assert header.split() == ["NAME", "METHOD", "K", "READY", "STATUS", "ACCEPT-LEN", "TUNING", "AGE"]
+    assert header.split() == [
+        "NAME",
+        "METHOD",
+        "K",
+        "READY",
+        "STATUS",
+        "ACCEPT-LEN",
+        "TUNING",
+        "AUTOSCALE",
+        "OBJECTIVE",
+        "AGE",
+    ]
     tuning = header.index("TUNING")
-    assert {row[tuning : header.index("AGE")].strip() for row in rows} == {""}  # no tuning configured: no advice
+    # No tuning and no autoscaling configured: no advice, no replica range, no objective.
+    assert {row[tuning : header.index("AGE")].strip() for row in rows} == {""}
     wide = cluster.kubectl("get", "specinf", "-n", namespace, "-o", "wide").stdout
-    assert wide.splitlines()[0].split()[-4:] == ["ACCEPT", "MEASURED", "ADAPTIVITY", "VLLM-ASCEND"]
+    assert wide.splitlines()[0].split()[-5:] == ["ACCEPT", "MEASURED", "ADAPTIVITY", "DECODE-TOK/S", "VLLM-ASCEND"]
 
 
 def test_kubectl_explain_shows_the_descriptions(cluster: Cluster) -> None:

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from hack.chart_schema import CHART, RULES, SCHEMA, alerts, generated, text
+from hack.chart_schema import ADAPTER_RULES, CHART, RULES, SCHEMA, adapter_text, alerts, generated, text
 from specinfer_operator.api.policy import TenantPolicySpec
 from tests.support import ROOT
 
@@ -40,6 +40,10 @@ def errors(vals: dict[str, Any]) -> list[str]:
 
 def test_the_committed_schema_is_what_the_generator_writes() -> None:
     assert SCHEMA.read_text() == text(generated(schema())), "values.schema.json is stale: run `make crd`"
+
+
+def test_the_committed_adapter_rules_are_what_the_generator_writes() -> None:
+    assert ADAPTER_RULES.read_text() == adapter_text(), f"{ADAPTER_RULES.name} is stale: run `make crd`"
 
 
 def test_the_defaults_pass_the_schema() -> None:

@@ -71,6 +71,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   resources: ["poddisruptionbudgets"]
   # spec.disruptionBudget: applied like the other children, deleted when the spec drops it.
   verbs: ["get", "create", "patch", "delete"]
+- apiGroups: ["autoscaling"]
+  resources: ["horizontalpodautoscalers"]
+  # spec.autoscaling: applied like the other children, deleted when the spec drops it.
+  verbs: ["get", "create", "patch", "delete"]
 - apiGroups: ["inference.networking.k8s.io"]
   resources: ["inferencepools"]
   # spec.inferencePool (Gateway API Inference Extension): applied like the other children (not watched), deleted

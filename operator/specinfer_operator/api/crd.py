@@ -34,10 +34,19 @@ PRINTER_COLUMNS = [
     {"name": "Accept-Len", "type": "number", "jsonPath": ".status.speculation.observed.meanAcceptanceLength"},
     # With spec.speculative.tuning: the advice (`K=2 +18%`, `measure K=2`, `keep K=4`); the K column is what serves.
     {"name": "Tuning", "type": "string", "jsonPath": ".status.tuning.recommendation.summary"},
+    # With spec.autoscaling: the replicas the autoscaler may set, and whether requests get the speed objective.
+    {"name": "Autoscale", "type": "string", "jsonPath": ".status.autoscaling.range"},
+    {"name": "Objective", "type": "string", "jsonPath": ".status.autoscaling.objective"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     {"name": "Accept", "type": "number", "jsonPath": ".status.speculation.observed.acceptanceRate", "priority": 1},
     {"name": "Measured", "type": "integer", "jsonPath": ".status.speculation.observed.podsMeasured", "priority": 1},
     {"name": "Adaptivity", "type": "string", "jsonPath": ".status.speculation.adaptivity", "priority": 1},
+    {
+        "name": "Decode-Tok/s",
+        "type": "number",
+        "jsonPath": ".status.speculation.observed.decodeTokensPerSecond",
+        "priority": 1,
+    },
     # The engine that serves, when its release is known (declared, or stated by the tenant policy).
     {
         "name": "vLLM-Ascend",

@@ -19,6 +19,7 @@ SERVICE = "Service"
 CONFIG = "engine ConfigMap"
 WORKLOAD = "Deployment or LeaderWorkerSet"
 BUDGET = "PodDisruptionBudget"
+AUTOSCALER = "HorizontalPodAutoscaler"
 POOL = "InferencePool"
 NONE = "none (the operator's own)"
 
@@ -299,6 +300,13 @@ FIELDS: tuple[Reach, ...] = (
     Reach("spec.speculative.tuning.*", NONE, (), "the operator's tuning of numSpeculativeTokens, within minK to maxK"),
     # The other children.
     Reach("spec.replicas", WORKLOAD, (), "how many engines: pods the ResourceQuota bounds"),
+    Reach(
+        "spec.autoscaling.*",
+        AUTOSCALER,
+        (),
+        "an autoscaler of the resource itself, writing spec.replicas up to maxReplicas: pods the ResourceQuota "
+        "bounds, as for spec.replicas",
+    ),
     Reach(
         "spec.rollout.{maxSurge,maxUnavailable,progressDeadlineSeconds}", WORKLOAD, (), "how the tenant's own pods roll"
     ),

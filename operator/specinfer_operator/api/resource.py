@@ -10,6 +10,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from specinfer_operator.api.autoscaling import AutoscalingSettings
 from specinfer_operator.api.container import ProbeSettings, ResourceSettings, RuntimeSettings
 from specinfer_operator.api.engine import DECLARED_RULES
 from specinfer_operator.api.metadata import ObjectMeta
@@ -48,7 +49,13 @@ class SpeculativeInferenceSpec(EngineSpec):
         default=1,
         ge=0,
         le=1000,
-        description="Number of engines: pods, or groups of parallelism.nodes pods when an engine spans nodes.",
+        description="Number of engines: pods, or groups of parallelism.nodes pods when an engine spans nodes. With "
+        "autoscaling, the autoscaler writes it (leave it out of what GitOps applies).",
+    )
+    autoscaling: AutoscalingSettings | None = Field(
+        default=None,
+        description="A HorizontalPodAutoscaler that sets replicas from the engines' queue, KV-cache use and the "
+        "decode speed requests get; none when unset, and replicas is then yours to set.",
     )
     runtime: RuntimeSettings = section_field(RuntimeSettings, "Runtime image.")
     resources: ResourceSettings = section_field(ResourceSettings, "Per-pod resources.")

@@ -78,6 +78,11 @@ class ObservedSpeculation(Section):
     decode_batch: float | None = Field(
         default=None, description="Mean number of requests an engine step serves (decode steps / iterations)."
     )
+    decode_tokens_per_second: float | None = Field(
+        default=None,
+        description="The decode speed a request gets: tokensPerStep over the step's time, what canaries are judged "
+        "on and spec.autoscaling.decodeTokensPerSecond aims at.",
+    )
     tokens_per_second: float | None = Field(
         default=None, description="Tokens generated per second by the pods measured, over the window."
     )
@@ -142,11 +147,17 @@ class LastGoodConfiguration(Section):
 
 
 class RolledBackConfiguration(Section):
-    """A configuration that failed and was replaced by the last good one; not tried again for this
-    generation of the spec."""
+    """A configuration that failed and was replaced by the last good one; not tried again until the spec is
+    edited (a scale event is no edit)."""
 
     config_hash: str = Field(max_length=64, description="The failed configuration's hash.")
-    generation: int = Field(description="The spec generation it came from: a new generation tries again.")
+    generation: int = Field(description="The spec generation it came from.")
+    edit: str | None = Field(
+        default=None,
+        max_length=64,
+        description="The hash of the spec it came from but for replicas and autoscaling: an edited spec tries "
+        "again, a scale event does not.",
+    )
     reason: str = Field(
         max_length=128,
         description="How it failed: CrashLoopBackOff, ProgressDeadlineExceeded...; a canary: SpeedBelowStable "
@@ -318,6 +329,18 @@ class InferencePoolStatus(Section):
     name: str = Field(max_length=253, description="The InferencePool (inference.networking.k8s.io/v1).")
 
 
+class AutoscalingStatus(Section):
+    """What spec.autoscaling asks of the autoscaler, and whether the speed objective is met."""
+
+    range: str = Field(max_length=32, description="The replicas the autoscaler may set, as `1-4`.")
+    objective: Literal["Met", "Missed", "Unmeasured"] | None = Field(
+        default=None,
+        description="With decodeTokensPerSecond: whether requests got that speed over the last telemetry window "
+        "(Unmeasured while nothing was decoded).",
+    )
+    decode_tokens_per_second: int | None = Field(default=None, description="The objective, as the spec states it.")
+
+
 class SpeculativeInferenceStatus(Section):
     """Observed state, written by the operator."""
 
@@ -338,6 +361,7 @@ class SpeculativeInferenceStatus(Section):
     config_hash: str | None = Field(default=None, max_length=64, description="Hash of the engine config served.")
     rollout: RolloutStatus | None = Field(default=None, description="Last good configuration and rollbacks.")
     tuning: TuningStatus | None = Field(default=None, description="K tuning, with spec.speculative.tuning.")
+    autoscaling: AutoscalingStatus | None = Field(default=None, description="With spec.autoscaling.")
     selector: str | None = Field(
         default=None, max_length=1024, description="Label selector of the pods, for the scale subresource."
     )

@@ -297,7 +297,9 @@ def parser() -> argparse.ArgumentParser:
     v.set_defaults(func=cmd_validate)
 
     r = sub.add_parser(
-        "render", help="print the child objects (ConfigMap, Deployment, Service, PodDisruptionBudget) as YAML"
+        "render",
+        help="print the child objects (ConfigMap, Deployment, Service, PodDisruptionBudget, HorizontalPodAutoscaler, "
+        "InferencePool) as YAML",
     )
     r.add_argument("paths", nargs="+", metavar="PATH", help="file, directory, or - for standard input")
     r.add_argument("--runtime-image", default=DEFAULT_RUNTIME_IMAGE, help="image when spec.runtime.image is unset")

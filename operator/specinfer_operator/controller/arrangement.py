@@ -66,7 +66,7 @@ def involved(cr: SpeculativeInference, desired: Desired, previous: dict[str, Any
     last good configuration is not the spec's), a canary, or one to clean up."""
     good = ((previous.get("rollout") or {}).get("lastGood") or {}).get("configHash")
     return (
-        rollback_in_force(previous, generation, desired.config_hash) is not None
+        rollback_in_force(previous, generation, desired) is not None
         or (good is not None and good != desired.config_hash and cr.spec.rollout.on_failure == "Rollback")
         or cr.spec.rollout.strategy == "Canary"
         or bool((previous.get("rollout") or {}).get("canary"))
@@ -93,7 +93,7 @@ def arrange(
         observed = observe(ctx, body, kind)
     live = ctx.kube.get(kind.api_version, kind.plural, namespace, canary.name_of(workload.object_name(kind, name)))
     observed = replace(observed, canary=live if controlled_by(live, body["metadata"].get("uid")) else None)
-    rollback, decided, action = rollback_in_force(previous, generation, desired.config_hash), None, None
+    rollback, decided, action = rollback_in_force(previous, generation, desired), None, None
     if rollback is None and canary.wanted(cr, desired.config_hash, previous):
         result = _canary(ctx, body, cr, desired, wanted, observed, previous)
         if result is not None and result.rollback is None:
@@ -177,6 +177,7 @@ def _canary(
     rollback = {
         "configHash": desired.config_hash,
         "generation": generation,
+        "edit": desired.edit,
         "reason": said.reason,
         "message": said.message,
         "time": ctx.now(),
@@ -256,13 +257,15 @@ def starts_rollout(previous: dict[str, Any], desired: Desired) -> bool:
 # the last good one.
 
 
-def rollback_in_force(previous: dict[str, Any], generation: int, config_hash: str) -> dict[str, Any] | None:
-    """The rollback recorded for this generation of the spec and this configuration, if any: a new
-    generation tries again, and so does a configuration that changed without one (Auto tuning moved K)."""
+def rollback_in_force(previous: dict[str, Any], generation: int, desired: Desired) -> dict[str, Any] | None:
+    """The rollback recorded for this spec and this configuration, if any: an edited spec tries again, and so
+    does a configuration that changed without an edit (Auto tuning moved K). A new generation that only
+    scaled (the autoscaler wrote replicas) is no edit; a record without the edit's hash goes by generation."""
     record: dict[str, Any] | None = (previous.get("rollout") or {}).get("rolledBack")
-    if record is None or record.get("generation") != generation or record.get("configHash") != config_hash:
+    if record is None or record.get("configHash") != desired.config_hash:
         return None
-    return record
+    same = record.get("edit") == desired.edit if record.get("edit") else record.get("generation") == generation
+    return record if same else None
 
 
 def failure(desired: Desired, observed: Observed, state: Health) -> tuple[str, str] | None:
@@ -292,6 +295,7 @@ def decide_rollback(
     return {
         "configHash": desired.config_hash,
         "generation": generation,
+        "edit": desired.edit,
         "reason": reason,
         "message": message,
         "time": now,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from specinfer_operator.api.autoscaling import AutoscalingSettings, status_of
 from specinfer_operator.api.engine import ENGINE_RULE
 from specinfer_operator.api.schema_limits import clamp
 from specinfer_operator.controller.health import Health, health
@@ -78,6 +79,8 @@ class Desired:
     schedule: Schedule = ()  # K by batch size, when one is rendered
     adaptivity: str = ""  # what decides the drafts per request (tuning/adaptivity.py)
     tuning_family: str = ""  # the family of the spec as written, which tuning measures (Auto may render more)
+    edit: str = ""  # the spec but for what scale events write (children.edit_hash)
+    autoscaling: AutoscalingSettings | None = None  # spec.autoscaling
     candidate: str = ""  # the engine-side mechanism Auto may try (status.tuning.adaptivityCandidate)
     requests: dict[str, str] = field(default_factory=dict)  # of each pod's engine container, from its node
 
@@ -152,7 +155,7 @@ def compute(
     config_message = verdict.message or "; ".join(verdict.warnings) or "the spec is valid"
     config = condition("ConfigValid", verdict.valid, verdict.reason, config_message, generation, before, now)
     if not verdict.valid or desired is None:
-        for key in ("speculation", "endpoint", "configHash", "selector", "rollout", "tuning"):
+        for key in ("speculation", "endpoint", "configHash", "selector", "rollout", "tuning", "autoscaling"):
             if key in previous:
                 status[key] = previous[key]
         want = int(((observed.deployment or {}).get("spec") or {}).get("replicas") or 0)
@@ -200,6 +203,8 @@ def compute(
         **_engine(desired),
         **({"observed": measured} if measured is not None else {}),
     }
+    if desired.autoscaling is not None:
+        status["autoscaling"] = status_of(desired.autoscaling, measured)
     status["endpoint"] = desired.endpoint
     status["configHash"] = desired.config_hash
     status["selector"] = desired.selector

@@ -28,6 +28,7 @@ from specinfer_operator.platform.ownership import Ownership, controlled_by
 from specinfer_operator.render.children import (
     RenderDefaults,
     config_hash,
+    edit_hash,
     engine_config_map_name,
     family_hash,
     label_selector,
@@ -181,6 +182,8 @@ def desired_of(
     npu = cr.spec.resources.npu_resource_name or defaults.npu_resource_name
     return Desired(
         config_hash=config_hash(cr, defaults),
+        edit=edit_hash(cr),
+        autoscaling=cr.spec.autoscaling,
         replicas=cr.spec.replicas,
         method=engine.speculative.effective_method(),
         num_speculative_tokens=engine.effective_k(),

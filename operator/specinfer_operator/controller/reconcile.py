@@ -291,8 +291,9 @@ def drop_unwanted(
     kind: workload.Kind,
     pods: list[dict[str, Any]],
 ) -> None:
-    """Delete what a spec no longer asks for: the PodDisruptionBudget, the InferencePool (when the status says
-    one was applied: only then are its CRD and the operator's rights on it known to be there), and the
+    """Delete what a spec no longer asks for: the PodDisruptionBudget, the HorizontalPodAutoscaler, the
+    InferencePool (when the status says one was applied: only then are its CRD and the operator's rights on it
+    known to be there), and the
     workload of the other kind (whose pods still run) when parallelism.nodes went from one to several or back:
     those pods are replaced at once, not rolled. Only a spec change takes them away, so only a new generation
     costs the requests (a missing one is no error). Only the resource's own are deleted (writes.py)."""
@@ -302,6 +303,8 @@ def drop_unwanted(
         return
     if cr.spec.disruption_budget is None:
         owned.delete("policy/v1", "PodDisruptionBudget", namespace, name, owner)
+    if cr.spec.autoscaling is None:  # spec.replicas stays where the autoscaler left it
+        owned.delete("autoscaling/v2", "HorizontalPodAutoscaler", namespace, name, owner)
     if cr.spec.inference_pool is None and previous.get("inferencePool"):
         owned.delete(INFERENCE_POOL_API_VERSION, INFERENCE_POOL_KIND, namespace, name, owner)
     other = next(k for k in workload.KINDS if k != kind)

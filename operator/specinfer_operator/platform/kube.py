@@ -19,6 +19,7 @@ _PLURALS = {
     "Service": "services",
     "Deployment": "deployments",
     "PodDisruptionBudget": "poddisruptionbudgets",
+    "HorizontalPodAutoscaler": "horizontalpodautoscalers",
     "LeaderWorkerSet": "leaderworkersets",
     INFERENCE_POOL_KIND: INFERENCE_POOL_PLURAL,
 }

@@ -17,6 +17,7 @@ from specinfer_operator.api.labels import CONFIG_HASH_ANNOTATION, labels, select
 from specinfer_operator.api.resource import API_VERSION, KIND, SpeculativeInference
 from specinfer_operator.api.service import INFERENCE_POOL_API_VERSION, INFERENCE_POOL_KIND
 from specinfer_operator.render import workload
+from specinfer_operator.render.autoscaler import autoscaler
 from specinfer_operator.render.pod import CONFIG_FILE, pod_template
 from specinfer_runtime.engine import ENGINE_PORT, EngineSpec
 from specinfer_runtime.tokens import SCHEDULE_FIELD
@@ -75,6 +76,12 @@ def family_hash(cr: SpeculativeInference, defaults: RenderDefaults) -> str:
     for key in ("numSpeculativeTokens", SCHEDULE_FIELD):
         speculative.pop(key, None)
     return _digest(identity)
+
+
+def edit_hash(cr: SpeculativeInference) -> str:
+    """The spec as a person edits it: all of it but replicas and autoscaling, which the autoscaler's scale
+    events write and steer. A rolled-back configuration is tried again when this moves, not on a scale."""
+    return _digest(cr.spec.model_dump(mode="json", by_alias=True, exclude={"replicas", "autoscaling"}))
 
 
 def label_selector(labels: Mapping[str, str]) -> str:
@@ -186,6 +193,14 @@ def disruption_budget(cr: SpeculativeInference) -> dict[str, Any] | None:
     }
 
 
+def horizontal_autoscaler(cr: SpeculativeInference) -> dict[str, Any] | None:
+    """The HorizontalPodAutoscaler of spec.autoscaling, scaling this resource (render/autoscaler.py)."""
+    settings = cr.spec.autoscaling
+    if settings is None:
+        return None
+    return autoscaler(settings, cr.metadata.name, _metadata(cr, cr.metadata.name))
+
+
 def inference_pool(cr: SpeculativeInference) -> dict[str, Any] | None:
     """The InferencePool of spec.inferencePool: the pods the Service reaches (stable and canary alike, the
     leaders of groups) on the engine's own port, as the Gateway sends to pods directly."""
@@ -221,5 +236,5 @@ def render(cr: SpeculativeInference, defaults: RenderDefaults | None = None) -> 
     last (reconcile applies it apart: it must never be in the way of the others)."""
     defaults = defaults or RenderDefaults()
     children = [engine_config_map(cr, defaults), engines(cr, defaults), service(cr)]
-    optional = (disruption_budget(cr), inference_pool(cr))
+    optional = (disruption_budget(cr), horizontal_autoscaler(cr), inference_pool(cr))
     return children + [child for child in optional if child is not None]

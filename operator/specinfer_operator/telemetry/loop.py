@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from specinfer_operator.api.autoscaling import AutoscalingSettings
 from specinfer_operator.api.labels import INSTANCE_LABEL
 from specinfer_operator.api.rollout import CanarySettings
 from specinfer_operator.api.service import TelemetrySettings
@@ -121,6 +122,10 @@ class Telemetry:
             with contextlib.suppress(ValidationError):
                 watched.canary_settings = CanarySettings.model_validate((spec.get("rollout") or {}).get("canary") or {})
             watched.canaries = (spec.get("rollout") or {}).get("strategy") == "Canary"
+            watched.autoscaling = None
+            if spec.get("autoscaling") is not None:
+                with contextlib.suppress(ValidationError):
+                    watched.autoscaling = AutoscalingSettings.model_validate(spec["autoscaling"])
             speculative = spec.get("speculative") or {}
             watched.tuning = None
             if SCHEDULE_FIELD not in speculative:  # a schedule drafts another K at each batch size: no profile

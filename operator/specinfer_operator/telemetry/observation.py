@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from specinfer_operator.api.autoscaling import AutoscalingSettings, status_of
 from specinfer_operator.api.service import TelemetrySettings
 from specinfer_operator.api.timestamps import age
 from specinfer_operator.controller.conditions import CANARY, condition
@@ -56,6 +57,8 @@ def observed(figures: Figures, config_hash: str, now: str) -> dict[str, Any]:
     if steps.steps:
         out["stepMilliseconds"] = round(1000 * steps.seconds / steps.steps, 3)
         out["tokensPerStep"] = round(max(0, steps.generated - steps.requests) / steps.steps, 3)
+        if steps.seconds > 0:
+            out["decodeTokensPerSecond"] = round(max(0, steps.generated - steps.requests) / steps.seconds, 1)
     if steps.iterations:
         out["decodeBatch"] = round(steps.steps / steps.iterations, 2)
     if figures.seconds > 0 and steps.generated:
@@ -144,10 +147,12 @@ def update(
     now: str,
     refresh: float,
     need: int | None = None,
+    autoscaling: AutoscalingSettings | None = None,
 ) -> Update | None:
     """The status change these figures call for, or None. `status` is the resource's current status: the
     figures belong to its configHash (the caller measured the pods running it). With `need` (a canary is
-    compared with these figures), each tenth of the way to that many draft tokens is written too."""
+    compared with these figures), each tenth of the way to that many draft tokens is written too. With
+    `autoscaling` (the spec's), whether its speed objective is met is written when it turns."""
     config_hash = status.get("configHash")
     if not config_hash:
         return None
@@ -161,16 +166,21 @@ def update(
     turned = judged and (old or {}).get("reason") != (new or {}).get("reason")
     # Refreshing says "still measured, still these figures"; with no pod answering there is nothing to say.
     stale = before is not None and after["podsMeasured"] > 0 and age(before.get("measuredTime"), now) >= refresh
+    scaling = status_of(autoscaling, after) if autoscaling is not None else None
+    objective = scaling is not None and scaling != status.get("autoscaling")
     if (
         before is not None
         and not turned
         and not stale
+        and not objective
         and not moved(before, after)
         and not _nearer(before, after, need)
     ):
         return None
     # A merge patch keeps keys it does not name: a ratio that is gone (no drafts) is removed explicitly.
     patch: dict[str, Any] = {"speculation": {"observed": {**dict.fromkeys(written), **after}}}
+    if objective:
+        patch["autoscaling"] = scaling
     if judged:  # its message carries the figures: refresh it with them
         patch["conditions"] = [c for c in conditions if c.get("type") != LOW_ACCEPTANCE] + [new]
     events = failure_events(before, after)

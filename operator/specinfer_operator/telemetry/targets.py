@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specinfer_operator.api import timestamps
+from specinfer_operator.api.autoscaling import AutoscalingSettings
 from specinfer_operator.api.labels import CONFIG_HASH_ANNOTATION
 from specinfer_operator.api.rollout import CanarySettings
 from specinfer_operator.api.service import TelemetrySettings
@@ -107,6 +108,7 @@ class Watched:
     canaries: bool = False  # spec.rollout.strategy is Canary: these figures are what a canary is judged against
     tuning: TuningSettings | None = None  # spec.speculative.tuning, unless it drafts by a schedule
     max_batch: int = MAX_SCHEDULE_BATCH  # spec.scheduling.maxNumSeqs: a schedule's last batch size
+    autoscaling: AutoscalingSettings | None = None  # spec.autoscaling: its speed objective is judged here
     status: dict[str, Any] = field(default_factory=dict)
     generation: int = 0
     targets: dict[str, Target] = field(default_factory=dict)

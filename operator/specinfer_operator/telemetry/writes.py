@@ -67,7 +67,9 @@ class Writes:
         # it grows, not only when the ratios move.
         need = watched.canary_settings.min_draft_tokens if watched.canaries else None
         if (
-            observation.update(watched.status, figures, watched.settings, watched.generation, now, refresh, need)
+            observation.update(
+                watched.status, figures, watched.settings, watched.generation, now, refresh, need, watched.autoscaling
+            )
             is None
         ):
             return False  # decided on the watched status: no read, no write
@@ -79,7 +81,9 @@ class Writes:
             if status.get("configHash") != config_hash:
                 return False  # a new configuration since the scrape: these figures are not its own
             generation = int(body["metadata"].get("generation") or 0)
-            change = observation.update(status, figures, watched.settings, generation, now, refresh, need)
+            change = observation.update(
+                status, figures, watched.settings, generation, now, refresh, need, watched.autoscaling
+            )
             if change is None:
                 return False
             self.kube.patch_status(namespace, name, change.patch)

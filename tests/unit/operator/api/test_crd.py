@@ -139,9 +139,9 @@ def test_names_columns_and_subresources() -> None:
     version = spec["versions"][0]
     columns = version["additionalPrinterColumns"]
     assert [c["name"] for c in columns if c.get("priority", 0) == 0] == [
-        "Method", "K", "Ready", "Status", "Accept-Len", "Tuning", "Age",
+        "Method", "K", "Ready", "Status", "Accept-Len", "Tuning", "Autoscale", "Objective", "Age",
     ]  # fmt: skip
-    wide = ["Accept", "Measured", "Adaptivity", "vLLM-Ascend"]
+    wide = ["Accept", "Measured", "Adaptivity", "Decode-Tok/s", "vLLM-Ascend"]
     assert [c["name"] for c in columns if c.get("priority", 0) == 1] == wide
     schema = version["schema"]["openAPIV3Schema"]
     for column in columns:  # a column whose path the schema lacks stays empty forever

@@ -1,6 +1,6 @@
 """gitops/, the repository layout the docs describe: every kustomization in it builds and passes `specinfer
-validate`, the Argo CD and Flux objects point at directories that exist, and the answer to an HPA owning the
-count names the field the CRD's scale subresource writes (the API server checks the rest: tests/e2e)."""
+validate`, the Argo CD and Flux objects point at directories that exist, and the answer to the autoscaler owning
+the count names the field the CRD's scale subresource writes (the API server checks the rest: tests/e2e)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def test_every_kustomization_builds_and_every_resource_is_valid() -> None:
     result = specinfer("validate", "gitops/", cwd=ROOT)
     assert (result.returncode, result.stdout) == (0, ""), result.stderr
     summary = result.stderr.splitlines()[-1]
-    # the base and both overlays; the Argo CD and Flux objects and the HPA are other kinds
+    # the base and both overlays; the Argo CD and Flux objects are other kinds
     assert summary.startswith("3 SpeculativeInference checked: 3 valid, 0 invalid;"), result.stderr
     assert f"$ specinfer validate gitops/\n{summary}\n" in (ROOT / "docs" / "gitops.md").read_text()
 
@@ -48,7 +48,7 @@ def test_each_environment_is_the_same_overlay_for_argo_cd_and_flux() -> None:
     assert (ROOT / operator["spec"]["source"]["path"] / "Chart.yaml").is_file()
 
 
-def test_the_hpa_answer_names_the_field_the_scale_subresource_writes() -> None:
+def test_the_autoscaler_answer_names_the_field_the_scale_subresource_writes() -> None:
     (crd,) = [
         c
         for c in documents(ROOT / "crds" / "speculativeinference.yaml")
@@ -60,12 +60,8 @@ def test_the_hpa_answer_names_the_field_the_scale_subresource_writes() -> None:
     (ignored,) = production["spec"]["ignoreDifferences"]
     assert ignored == {"group": crd["spec"]["group"], "kind": crd["spec"]["names"]["kind"], "jsonPointers": [pointer]}
     assert "RespectIgnoreDifferences=true" in production["spec"]["syncPolicy"]["syncOptions"]
-    assert yaml.safe_load((GITOPS / "resources/overlays/production/replicas-owned-by-the-hpa.yaml").read_text()) == [
-        {"op": "remove", "path": pointer}
-    ]
-    hpa = yaml.safe_load((GITOPS / "resources/overlays/production/horizontalpodautoscaler.yaml").read_text())
-    assert hpa["spec"]["scaleTargetRef"] == {
-        "apiVersion": f"{crd['spec']['group']}/{version['name']}",
-        "kind": crd["spec"]["names"]["kind"],
-        "name": "llama3",
-    }
+    assert yaml.safe_load(
+        (GITOPS / "resources/overlays/production/replicas-owned-by-the-autoscaler.yaml").read_text()
+    ) == [{"op": "remove", "path": pointer}]
+    (patch,) = documents(GITOPS / "resources/overlays/production/speculativeinference.yaml")
+    assert patch["spec"]["autoscaling"]["minReplicas"] <= patch["spec"]["autoscaling"]["maxReplicas"]

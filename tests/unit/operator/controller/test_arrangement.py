@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from specinfer_operator.controller import arrangement
@@ -69,6 +70,7 @@ def test_a_rollback_needs_a_different_last_good_configuration() -> None:
     assert record == {
         "configHash": DESIRED.config_hash,
         "generation": 4,
+        "edit": DESIRED.edit,
         "reason": "CrashLoopBackOff",
         "message": record["message"] if record else "",
         "time": LATER,
@@ -78,11 +80,19 @@ def test_a_rollback_needs_a_different_last_good_configuration() -> None:
     assert arrangement.decide_rollback(first, DESIRED, crashing, state, 4, LATER) is None  # it was this one
 
 
-def test_a_rollback_holds_for_its_generation_and_configuration_only() -> None:
-    status = {**good_status(), "rollout": {"rolledBack": {"configHash": "bad", "generation": 4}}}
-    assert arrangement.rollback_in_force(status, 4, "bad") == {"configHash": "bad", "generation": 4}
-    assert arrangement.rollback_in_force(status, 5, "bad") is None  # the spec changed: try again
-    assert arrangement.rollback_in_force(status, 4, "good") is None  # Auto tuning moved K back: nothing to hold
+def test_a_rollback_holds_for_its_spec_and_configuration_only() -> None:
+    bad = replace(DESIRED, config_hash="bad", edit="e1")
+    record = {"configHash": "bad", "generation": 4, "edit": "e1"}
+    status = {**good_status(), "rollout": {"rolledBack": record}}
+    assert arrangement.rollback_in_force(status, 4, bad) == record
+    # The autoscaler wrote replicas: a new generation, the same edit; the failed configuration is not tried again.
+    assert arrangement.rollback_in_force(status, 5, bad) == record
+    assert arrangement.rollback_in_force(status, 5, replace(bad, edit="e2")) is None  # the spec was edited: try again
+    assert arrangement.rollback_in_force(status, 4, replace(bad, config_hash="good")) is None  # Auto moved K back
+    # A record written before edits were recorded goes by generation.
+    older = {**good_status(), "rollout": {"rolledBack": {"configHash": "bad", "generation": 4}}}
+    assert arrangement.rollback_in_force(older, 4, bad) is not None
+    assert arrangement.rollback_in_force(older, 5, bad) is None
 
 
 def test_the_restored_deployment_has_the_last_good_template() -> None:
@@ -112,6 +122,7 @@ def test_the_status_of_a_rolled_back_resource_describes_what_serves() -> None:
     record = {
         "configHash": DESIRED.config_hash,
         "generation": 4,
+        "edit": DESIRED.edit,
         "reason": "CrashLoopBackOff",
         "message": f"pod p restarted 4 times; last exit: {PREFLIGHT}",
         "time": LATER,

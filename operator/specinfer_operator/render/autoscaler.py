@@ -1,0 +1,136 @@
+"""The HorizontalPodAutoscaler of spec.autoscaling, and the prometheus-adapter rules that feed it (pure).
+
+Each target is an Object metric of the SpeculativeInference, computed by Prometheus from the engines'
+own series (the chart's PodMonitor labels them `namespace` and `name`, the resource's): one figure per
+resource, whatever its pods (a group's workers export nothing). The rules here are the single source of
+the metric names: `make crd` writes them to the chart (ADAPTER_RULES_FILE), where prometheus-adapter
+reads them, and a test fails when that file is stale.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from specinfer_operator.api.autoscaling import AutoscalingSettings
+from specinfer_operator.api.resource import API_VERSION, GROUP, KIND, PLURAL
+
+ADAPTER_RULES_FILE = "charts/specinfer-operator/files/prometheus-adapter-rules.yaml"
+RATE_WINDOW = "2m"  # four scrapes at the chart's 30 s interval
+
+
+@dataclass(frozen=True)
+class Target:
+    """One spec target as an Object metric: its name in the custom metrics API, the PromQL that computes
+    it per resource, and how the HPA compares it (AverageValue: divided by the engines first)."""
+
+    field: str  # the spec.autoscaling field
+    metric: str
+    query: str  # a prometheus-adapter metricsQuery template
+    target_type: str  # "Value" or "AverageValue"
+    series: str  # the engine series whose presence offers the metric
+
+    def target(self, value: int) -> dict[str, Any]:
+        key = "averageValue" if self.target_type == "AverageValue" else "value"
+        return {"type": self.target_type, key: str(_quantity(self.field, value))}
+
+
+def _sum(series: str, window: str | None = None) -> str:
+    selected = f"{series}{{<<.LabelMatchers>>}}"
+    return f"sum by (<<.GroupBy>>) ({f'rate({selected}[{window}])' if window else selected})"
+
+
+def targets(window: str = RATE_WINDOW) -> tuple[Target, ...]:
+    """The targets, with counters read over `window` (the tests scrape faster and use a shorter one)."""
+    decode_seconds = _sum("vllm:inter_token_latency_seconds_sum", window)
+    generated = _sum("vllm:generation_tokens_total", window)
+    decoded = f"{generated} - {_sum('vllm:time_to_first_token_seconds_count', window)}"
+    return (
+        Target(
+            "queueDepth",
+            "specinfer_queue_depth",
+            _sum("vllm:num_requests_waiting"),
+            "AverageValue",
+            "vllm:num_requests_waiting",
+        ),
+        Target(
+            "kvCacheUsagePercent",
+            "specinfer_kv_cache_usage_percent",
+            "100 * avg by (<<.GroupBy>>) (vllm:kv_cache_usage_perc{<<.LabelMatchers>>})",
+            "Value",
+            "vllm:kv_cache_usage_perc",
+        ),
+        # Milliseconds of decode per token a request gets: the inverse of the speed objective, so that it rises
+        # with the load as the autoscaler's proportional rule expects. Without decoding it is 0, not missing:
+        # a missing metric would hold every scale-down.
+        Target(
+            "decodeTokensPerSecond",
+            "specinfer_decode_milliseconds_per_token",
+            f"1000 * {decode_seconds} / clamp_min({decoded}, 1e-9)",
+            "Value",
+            "vllm:inter_token_latency_seconds_sum",
+        ),
+    )
+
+
+def _quantity(field: str, value: int) -> str:
+    """The target as a Kubernetes quantity: the speed objective as milliseconds per token (3 decimals, which
+    the autoscaler compares in thousandths), the others as they are."""
+    if field == "decodeTokensPerSecond":
+        thousandths = round(1_000_000 / value)
+        return str(thousandths // 1000) if thousandths % 1000 == 0 else f"{thousandths}m"
+    return str(value)
+
+
+def adapter_rules(window: str = RATE_WINDOW) -> dict[str, Any]:
+    """prometheus-adapter's configuration (`--config`): each target as a metric of speculativeinferences."""
+    return {
+        "rules": [
+            {
+                "seriesQuery": f'{{__name__="{t.series}",namespace!="",name!=""}}',
+                "resources": {
+                    "overrides": {"namespace": {"resource": "namespace"}, "name": {"group": GROUP, "resource": PLURAL}}
+                },
+                "name": {"matches": f"^{t.series}$", "as": t.metric},
+                "metricsQuery": t.query,
+            }
+            for t in targets(window)
+        ]
+    }
+
+
+def _own(name: str) -> dict[str, str]:
+    """The resource itself (a new dict each time: YAML output would otherwise alias the copies)."""
+    return {"apiVersion": API_VERSION, "kind": KIND, "name": name}
+
+
+def autoscaler(settings: AutoscalingSettings, name: str, metadata: dict[str, Any]) -> dict[str, Any]:
+    """The HorizontalPodAutoscaler of the resource `name` (its `metadata`: name, namespace, labels, owner)."""
+    wanted = settings.targets()
+    metrics = [
+        {
+            "type": "Object",
+            "object": {
+                "describedObject": _own(name),
+                "metric": {"name": t.metric},
+                "target": t.target(wanted[t.field]),
+            },
+        }
+        for t in targets()
+        if t.field in wanted
+    ]
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": metadata,
+        "spec": {
+            "scaleTargetRef": _own(name),
+            "minReplicas": settings.min_replicas,
+            "maxReplicas": settings.max_replicas,
+            "metrics": metrics,
+            "behavior": {
+                "scaleUp": {"stabilizationWindowSeconds": settings.scale_up_stabilization_seconds},
+                "scaleDown": {"stabilizationWindowSeconds": settings.scale_down_stabilization_seconds},
+            },
+        },
+    }

