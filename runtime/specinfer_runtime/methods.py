@@ -72,19 +72,22 @@ _NAMES = {m: [m, *(MTP_ALIASES if m == "mtp" else ())] for m in METHODS}
 
 def _suggestion(alike: str) -> str:
     """CEL: ': did you mean M?' for the first method M one of whose names is `alike` (a CEL condition on the name,
-    written NAME), else '.'. Only literals come out: the API server refuses a message it cannot bound, as one
-    built by join() or concatenation would be."""
+    written NAME, and its first three letters, PREFIX), else '.'. Only literals come out: the API server refuses a
+    message it cannot bound, as one built by join() or concatenation would be."""
     chain = "".join(
-        "(" + " || ".join(alike.replace("NAME", f"'{n}'") for n in names) + f") ? ': did you mean {m}?' : "
+        "("
+        + " || ".join(alike.replace("NAME", f"'{n}'").replace("PREFIX", f"'{n[:3]}'") for n in names)
+        + f") ? ': did you mean {m}?' : "
         for m, names in _NAMES.items()
     )
     return chain + "'.'"
 
 
 # The method the name is like: one inside the other (eagle in eagle4, suffix in suffix_decoding, deepseek_mtp in
-# deepseek_mtp_v2) or the same first three letters (sufix, medussa).
+# deepseek_mtp_v2) or the same first three letters (sufix, medussa), compared with the method's own prefix: a
+# substring of the given name would fail on one shorter than three characters (and evaluators count them apart).
 _SUGGESTION = _suggestion(
-    "(size(self) >= 3 && (NAME.contains(self) || self.contains(NAME) || NAME.startsWith(self.substring(0, 3))))"
+    "(size(self) >= 3 && (NAME.contains(self) || self.contains(NAME))) || self.startsWith(PREFIX)"
 )
 UNKNOWN_METHOD = Rule(
     id="R1",

@@ -48,3 +48,9 @@ def test_aliases_and_arctic_are_not_unknown() -> None:
     spec = {"model": {"name": "m"}, "speculative": {"method": "deepseek_mtp", "numSpeculativeTokens": 1}}
     assert check(resource(spec)).ok
     assert "set method suffix" in refusal("arctic")  # R1 says why, not that it is unknown
+
+
+@pytest.mark.parametrize("given", ["x", "ng", "0\x80"])
+def test_a_name_shorter_than_three_letters_is_refused_without_a_suggestion(given: str) -> None:
+    """The suggestion compares first three letters; a shorter name must not reach that comparison."""
+    assert refusal(given).startswith(f'spec.speculative.method: method "{given}" is unknown. Set it to one of: ')
