@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 import unittest
 import urllib.request
@@ -24,11 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hack.container import Container, runtime_image, same_path
+from hack.container import PODMAN, Container, runtime_image, same_path
 from hack.engine import SERVED_NAME, engine_variables
 from hack.kubeclient import Cluster, pods, wait_until
 
 START_TIMEOUT = 300.0  # seconds; a start takes ~45 s on 2 cores
+RUNTIME = Path(__file__).resolve().parents[1] / "runtime"
 CONFIG_VOLUME = "engine-config"
 
 
@@ -121,6 +123,24 @@ class PodEngine:
         except OSError:
             return False
 
+    def pre_stop(self) -> str:
+        """The pod's preStop, run as the kubelet runs it before the container's SIGTERM: in the engine's container
+        when there is one, else with the engine venv's Python and this repository's runtime (its console script
+        may predate a cached venv), toward the address the engine listens on. What it said."""
+        hook = ((_container(self.pod).get("lifecycle") or {}).get("preStop") or {}).get("exec")
+        if not hook or self.process is None:
+            return "no preStop"
+        listen = {"SPECINFER_LISTEN_ADDRESS": self.address}
+        if self.container is not None:
+            command = [str(PODMAN), "exec", self.container.name, *hook["command"]]
+            env = self.env
+        else:
+            program = {"specinfer-drain": "specinfer_runtime.drain"}[hook["command"][0]]
+            command = ["python", "-m", program, *hook["command"][1:]]
+            env = {**self.env, **listen, "PYTHONPATH": str(RUNTIME)}
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)
+        return (done.stderr or done.stdout).strip()
+
     def stop(self) -> None:
         """Stop the whole process group (vLLM's engine core is a child process)."""
         if self.process is None:
@@ -165,6 +185,8 @@ class Fleet:
         self.cluster, self.namespace, self.env, self.workdir = cluster, namespace, env, workdir
         self.name, self.prompts = name, prompts
         self.engines: dict[str, PodEngine] = {}
+        self.drained: dict[str, str] = {}  # what the preStop said, by pod (follow)
+        self.left: dict[str, float] = {}  # when each pod was seen leaving (time.monotonic(), follow)
 
     def live(self) -> list[dict[str, Any]]:
         return [
@@ -198,6 +220,39 @@ class Fleet:
         with ThreadPoolExecutor(len(fresh) or 1) as pool:
             list(pool.map(PodEngine.start, fresh))
         self.engines.update({e.pod["metadata"]["name"]: e for e in fresh})
+
+    def follow(self, interval: float = 0.5) -> Callable[[], None]:
+        """Act as the kubelet toward pods that leave (kwok deletes them at once): a served pod that is terminating
+        or gone has its preStop run against its engine, then its engine stopped, each in a thread of its own. The
+        engine leaves `engines` when its pod leaves, as a pod leaves its Service's endpoints. Gives the function
+        that stops following (and waits for the pods still stopping)."""
+        stopping: list[threading.Thread] = []
+        done = threading.Event()
+
+        def leave(engine: PodEngine) -> None:
+            said = engine.pre_stop()
+            self.drained[engine.pod["metadata"]["name"]] = said
+            engine.stop()
+
+        def watch() -> None:
+            while not done.wait(interval):
+                staying = {p["metadata"]["name"] for p in self.live()}
+                for name in [n for n in list(self.engines) if n not in staying]:
+                    self.left[name] = time.monotonic()
+                    thread = threading.Thread(target=leave, args=(self.engines.pop(name),), daemon=True)
+                    thread.start()
+                    stopping.append(thread)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+
+        def stop_following() -> None:
+            done.set()
+            watcher.join()
+            for thread in stopping:
+                thread.join()
+
+        return stop_following
 
     def of(self, config_hash: str) -> list[PodEngine]:
         return [

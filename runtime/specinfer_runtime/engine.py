@@ -35,6 +35,9 @@ from specinfer_runtime.tokens import K
 
 # vLLM listens here inside the pod; spec.service.port is the Service's port.
 ENGINE_PORT = 8000
+# The address vLLM listens on instead of every interface: the pod's own IP where several engines share a
+# network namespace (hostNetwork pods on one node, a local cluster with simulated pods).
+LISTEN_ADDRESS_ENV = "SPECINFER_LISTEN_ADDRESS"
 
 
 EngineArg = Annotated[

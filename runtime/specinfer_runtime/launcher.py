@@ -23,7 +23,7 @@ from pathlib import Path
 from specinfer_runtime import compat, fetch, multinode, preflight
 from specinfer_runtime.advisories import advise
 from specinfer_runtime.argv import vllm_argv
-from specinfer_runtime.engine import EngineSpec
+from specinfer_runtime.engine import LISTEN_ADDRESS_ENV, EngineSpec
 from specinfer_runtime.redaction import redact, token_problem
 from specinfer_runtime.sources import DRAFT_TOKEN_ENV, HF_TOKEN_ENV, MODEL_ROOT
 from specinfer_runtime.validation import validate
@@ -31,9 +31,6 @@ from specinfer_runtime.validation import validate
 log = logging.getLogger("specinfer_runtime")
 
 MIN_SHARED_MEMORY = 1 << 30
-# The address vLLM listens on instead of every interface: the pod's own IP where several engines share a
-# network namespace (hostNetwork pods on one node, a local cluster with simulated pods).
-LISTEN_ADDRESS_ENV = "SPECINFER_LISTEN_ADDRESS"  # vLLM's worker processes exchange tensors through /dev/shm
 
 
 class PreflightError(Exception):

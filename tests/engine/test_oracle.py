@@ -26,8 +26,7 @@ from hack.engine import engine_python
 from hack.tinymodel import TinyModels
 from specinfer_operator.render.admission import check
 from specinfer_runtime.argv import vllm_argv
-from specinfer_runtime.engine import EngineSpec
-from specinfer_runtime.launcher import LISTEN_ADDRESS_ENV
+from specinfer_runtime.engine import LISTEN_ADDRESS_ENV, EngineSpec
 from specinfer_runtime.validation import field_models
 from tests.support.casetable import Case, load_cases
 

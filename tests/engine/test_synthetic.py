@@ -14,7 +14,8 @@ import pytest
 from hack.engine import SKIP_REASON, checked, complete, engine_config, port_open, venv_variable
 from hack.tinymodel import TinyModels
 from specinfer_runtime.argv import vllm_argv
-from specinfer_runtime.launcher import LISTEN_ADDRESS_ENV, listening
+from specinfer_runtime.engine import LISTEN_ADDRESS_ENV
+from specinfer_runtime.launcher import listening
 
 pytestmark = pytest.mark.skipif(venv_variable() is None, reason=SKIP_REASON)
 

@@ -18,6 +18,7 @@ from specinfer_operator.api.resource import SpeculativeInferenceSpec
 from specinfer_operator.render.sizing import engine_resources
 from specinfer_operator.render.storage import Storage, storage
 from specinfer_runtime.argv import vllm_argv
+from specinfer_runtime.drain import MARGIN_SECONDS
 from specinfer_runtime.engine import ENGINE_PORT, EngineSpec
 from specinfer_runtime.multinode import POD_IP_ENV
 from specinfer_runtime.validation import Problem
@@ -54,6 +55,21 @@ def engine_requests(spec: SpeculativeInferenceSpec, npu: str) -> dict[str, str]:
     return requests
 
 
+def grace_seconds(spec: SpeculativeInferenceSpec) -> int:
+    """The engine pods' termination grace period: the overlay's, else TERMINATION_GRACE_SECONDS."""
+    extra = spec.pod_template.spec if spec.pod_template else None
+    found = extra.termination_grace_period_seconds if extra else None
+    return TERMINATION_GRACE_SECONDS if found is None else found
+
+
+def drain(spec: SpeculativeInferenceSpec) -> dict[str, Any]:
+    """The engine's preStop (specinfer_runtime.drain): the requests in flight finish before SIGTERM, within
+    the grace period less the time vLLM needs to exit."""
+    timeout = max(0, grace_seconds(spec) - MARGIN_SECONDS)
+    command = ["specinfer-drain", "--port", str(ENGINE_PORT), "--timeout", str(timeout)]
+    return {"preStop": {"exec": {"command": command}}}
+
+
 def engine_container(
     spec: SpeculativeInferenceSpec, engine: EngineSpec, image: str, npu: str, models: Storage
 ) -> dict[str, Any]:
@@ -85,6 +101,7 @@ def engine_container(
         "startupProbe": _probe("startup", probes.startup if probes else None),
         "readinessProbe": _probe("readiness", probes.readiness if probes else None),
         "livenessProbe": _probe("liveness", probes.liveness if probes else None),
+        "lifecycle": drain(spec),
         "terminationMessagePath": "/dev/termination-log",
         # What specinfer-runtime writes, and never a log tail: logs may hold what the pod reads from Secrets.
         "terminationMessagePolicy": "File",
@@ -127,7 +144,7 @@ def pod_template(
         ],
         "initContainers": [sidecar(c) for c in extra.init_containers or []],
         "volumes": volumes,
-        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+        "terminationGracePeriodSeconds": grace_seconds(spec),
         "securityContext": {**(extra.security_context.dump() if extra.security_context else {}), **POD_SECURITY},
         # The engine talks to no API server: no token in its pods unless a service account is chosen for them.
         "automountServiceAccountToken": None if extra.service_account_name else False,
@@ -141,8 +158,6 @@ def pod_template(
         "priorityClassName": placement.priority_class_name,
         "imagePullSecrets": [{"name": s} for s in spec.runtime.image_pull_secrets or []],
     }
-    if extra.termination_grace_period_seconds is not None:
-        pod["terminationGracePeriodSeconds"] = extra.termination_grace_period_seconds
     return {
         "metadata": {
             "labels": {**(user.labels or {}), **labels(name)},

@@ -188,3 +188,16 @@ def test_run_as_non_root_with_user_zero_is_refused() -> None:
     report = check({"apiVersion": "specinfer.io/v1alpha1", "kind": "SpeculativeInference", "metadata": {"name": "a"},
                     "spec": {**BASE, "podTemplate": {"spec": {"securityContext": context}}}})  # fmt: skip
     assert [p.path for p in report.errors] == ["spec.podTemplate.spec.securityContext.runAsUser"]
+
+
+def test_the_engine_drains_its_requests_within_the_grace_period_before_it_stops() -> None:
+    pod = template(BASE)["spec"]
+    (engine,) = [c for c in pod["containers"] if c["name"] == "engine"]
+    assert pod["terminationGracePeriodSeconds"] == 60
+    assert engine["lifecycle"]["preStop"]["exec"]["command"] == [
+        "specinfer-drain", "--port", "8000", "--timeout", "50"
+    ]  # fmt: skip
+    longer = template({**BASE, "podTemplate": {"spec": {"terminationGracePeriodSeconds": 300}}})["spec"]
+    (engine,) = [c for c in longer["containers"] if c["name"] == "engine"]
+    assert longer["terminationGracePeriodSeconds"] == 300
+    assert engine["lifecycle"]["preStop"]["exec"]["command"][-1] == "290"
