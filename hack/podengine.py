@@ -47,6 +47,7 @@ class PodEngine:
     env: dict[str, str]  # the engine venv's environment (hack/engine.py environment)
     workdir: Path
     pod: dict[str, Any]
+    hub: str | None = None  # a Hub endpoint (hack/hub.py) to download from, instead of the tests' offline cache
     process: subprocess.Popen[bytes] | None = None
     container: Container | None = None
 
@@ -78,8 +79,12 @@ class PodEngine:
         config.write_text(text)
         termination = self.workdir / f"{meta['name']}.termination-log"
         pod_env = {e["name"]: e["value"] for e in _container(self.pod).get("env", []) if "value" in e}
-        # What the node would provide: the model cache the tests built, this pod's address.
+        # What the node would provide: the model cache the tests built (or the pod's own cache volume, filled from
+        # the Hub), this pod's address.
         listen = {"HF_HOME": self.env["HF_HOME"], "SPECINFER_LISTEN_ADDRESS": self.address}
+        if self.hub is not None:
+            online = {"HF_ENDPOINT": self.hub, "HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0"}
+            listen |= {"HF_HOME": str(self.model_cache()), **online}
         image = runtime_image()
         if image is None:
             env = {**self.env, **pod_env, **listen, "SPECINFER_TERMINATION_LOG": str(termination)}
@@ -93,7 +98,7 @@ class PodEngine:
                 image,
                 {**variables, **pod_env, **listen},
                 {
-                    **same_path(Path(self.env["HF_HOME"]), state),
+                    **same_path(Path(listen["HF_HOME"]), state),
                     config: f"{mount['mountPath']}/{key}:ro",
                     termination: "/dev/termination-log",
                 },
@@ -111,6 +116,16 @@ class PodEngine:
             if time.monotonic() > deadline:
                 raise AssertionError(f"the engine of pod {meta['name']} did not serve in time:\n{self.tail()}")
             time.sleep(1)
+
+    def model_cache(self) -> Path:
+        """The directory behind the pod's Hub cache volume, as the node would mount it: one per claim, shared by
+        every pod that mounts it (spec.resources.modelCacheClaim), else one of the pod's own (an emptyDir)."""
+        volume = next(v for v in self.pod["spec"]["volumes"] if v["name"] == "hf-cache")
+        claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+        own = str(self.pod["metadata"]["name"])
+        where = self.workdir / "claims" / str(claim) if claim else self.workdir / "pods" / own
+        where.mkdir(parents=True, exist_ok=True)
+        return where
 
     def tail(self, lines: int = 40) -> str:
         log = self.workdir / f"{self.pod['metadata']['name']}.log"
@@ -180,10 +195,17 @@ class Fleet:
     be given to a new pod)."""
 
     def __init__(
-        self, cluster: Cluster, namespace: str, env: dict[str, str], workdir: Path, name: str, prompts: Sequence[str]
+        self,
+        cluster: Cluster,
+        namespace: str,
+        env: dict[str, str],
+        workdir: Path,
+        name: str,
+        prompts: Sequence[str],
+        hub: str | None = None,
     ) -> None:
         self.cluster, self.namespace, self.env, self.workdir = cluster, namespace, env, workdir
-        self.name, self.prompts = name, prompts
+        self.name, self.prompts, self.hub = name, prompts, hub
         self.engines: dict[str, PodEngine] = {}
         self.drained: dict[str, str] = {}  # what the preStop said, by pod (follow)
         self.left: dict[str, float] = {}  # when each pod was seen leaving (time.monotonic(), follow)
@@ -209,7 +231,7 @@ class Fleet:
         for gone in [n for n in self.engines if n not in names]:
             self.engines.pop(gone).stop()
         fresh = [
-            PodEngine(self.cluster, self.env, self.workdir, p)
+            PodEngine(self.cluster, self.env, self.workdir, p, self.hub)
             for p in live
             if p["metadata"]["name"] not in self.engines
         ]
