@@ -239,8 +239,13 @@ class Fleet:
             raise unittest.SkipTest(  # a test that needs a real engine is skipped, as by pytest.skip
                 "this cluster's pod IPs are not local: no engine can stand behind its pods (hack/cluster's are)"
             )
-        with ThreadPoolExecutor(len(fresh) or 1) as pool:
-            list(pool.map(PodEngine.start, fresh))
+        try:
+            with ThreadPoolExecutor(len(fresh) or 1) as pool:
+                list(pool.map(PodEngine.start, fresh))
+        except BaseException:
+            for engine in fresh:  # one that did not serve in time is still running
+                engine.stop()
+            raise
         self.engines.update({e.pod["metadata"]["name"]: e for e in fresh})
 
     def follow(self, interval: float = 0.5) -> Callable[[], None]:
