@@ -18,10 +18,12 @@ import subprocess
 import threading
 import time
 import unittest
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import count
 from pathlib import Path
 from typing import Any
 
@@ -308,3 +310,77 @@ class Fleet:
     def stop(self) -> None:
         for engine in self.engines.values():
             engine.stop()
+
+
+class Gateway:
+    """Clients sending greedy requests as a gateway does, each to the next endpoint of the resource's Service: the
+    pods its selector matches that are ready and not terminating, refreshed twice a second. That is what the
+    EndpointSlice controller publishes; the local cluster has no EndpointSlices (its pod IPs are loopback
+    addresses, which the API server refuses in them), so the endpoints are computed from the pods as it does.
+    Only endpoints with an engine of `fleet` behind them are sent to."""
+
+    def __init__(self, cluster: Cluster, namespace: str, name: str, fleet: Fleet, prompt: str, tokens: int) -> None:
+        self.cluster, self.namespace, self.fleet, self.prompt, self.tokens = cluster, namespace, fleet, prompt, tokens
+        selector = cluster.get("service", "-n", namespace, name)["spec"]["selector"]
+        self.selector = ",".join(f"{k}={v}" for k, v in selector.items())
+        self.endpoints: list[str] = []
+        self.completed: dict[str, int] = {}  # requests that completed, by pod
+        self.spans: list[tuple[str, float, float]] = []  # pod, start and end of each request that completed
+        self.failed: list[str] = []
+        self.active = 0  # clients sending; the others wait
+        self.stopped, self.guard, self.turn = threading.Event(), threading.Lock(), count()
+        self.refresh_once()
+        self.threads = [threading.Thread(target=self.refresh, daemon=True)]
+        self.threads[0].start()
+
+    @property
+    def total(self) -> int:
+        return sum(self.completed.values())
+
+    def raise_to(self, concurrency: int) -> None:
+        """`concurrency` clients sending from now on (fewer than before: the others hold their requests)."""
+        self.active = concurrency
+        while len(self.threads) - 1 < concurrency:
+            thread = threading.Thread(target=self.client, args=(len(self.threads) - 1,), daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def refresh_once(self) -> None:
+        found: list[dict[str, Any]] = self.cluster.get("pods", "-n", self.namespace, "-l", self.selector)["items"]
+        self.endpoints = [
+            p["metadata"]["name"]
+            for p in found
+            if not p["metadata"].get("deletionTimestamp")
+            and p["status"].get("podIP")
+            and any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
+        ]
+
+    def refresh(self) -> None:
+        while not self.stopped.wait(0.5):
+            self.refresh_once()
+
+    def client(self, number: int) -> None:
+        while not self.stopped.is_set():
+            names = [n for n in self.endpoints if n in self.fleet.engines]
+            if number >= self.active or not names:
+                self.stopped.wait(0.2)
+                continue
+            name = names[next(self.turn) % len(names)]
+            engine = self.fleet.engines.get(name)
+            if engine is None:
+                continue
+            started = time.monotonic()
+            try:
+                engine.complete(self.prompt, SERVED_NAME, self.tokens)
+            except (OSError, urllib.error.URLError) as error:
+                with self.guard:
+                    self.failed.append(f"{name}: {error}")
+                continue
+            with self.guard:
+                self.completed[name] = self.completed.get(name, 0) + 1
+                self.spans.append((name, started, time.monotonic()))
+
+    def stop(self) -> None:
+        self.stopped.set()
+        for thread in self.threads:
+            thread.join(timeout=330)

@@ -185,6 +185,15 @@ def free_port() -> int:
         return port
 
 
+def terminate(process: subprocess.Popen[bytes]) -> None:
+    """Stop a server the tests started: SIGTERM, then SIGKILL after 15 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
 def local_get(port: int, path: str) -> str:
     """The body of a local endpoint, or "" while nothing answers."""
     try:
@@ -240,11 +249,7 @@ class Operator:
 
     def stop(self) -> None:
         if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
+            terminate(self.process)
             self.process = None
 
 

