@@ -4,11 +4,24 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
+
+# What kubectl prints when the connection failed rather than the request: the API server stalled or restarted
+# (an HTTP/2 ping unanswered for 15 s after 30 s of silence is "client connection lost"). Every command the tests
+# send is safe to send again (apply, get, patch to a value, delete --ignore-not-found), as a real client would.
+TRANSPORT_FAILURES = (
+    "http2: client connection lost",
+    "connection refused",
+    "connection reset by peer",
+    "TLS handshake timeout",
+    "unexpected EOF",
+)
+ATTEMPTS = 3
 
 
 @dataclass
@@ -18,15 +31,20 @@ class Cluster:
     api: client.ApiClient
 
     def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-        """Run kubectl against this cluster; output is text."""
-        result = subprocess.run(
-            [self.kubectl_path, "--kubeconfig", self.kubeconfig, *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        """Run kubectl against this cluster; output is text. A command whose connection failed is sent again."""
+        for attempt in range(1, ATTEMPTS + 1):
+            result = subprocess.run(
+                [self.kubectl_path, "--kubeconfig", self.kubeconfig, *args],
+                input=stdin,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            if result.returncode == 0 or attempt == ATTEMPTS or not transport_failure(result.stderr):
+                break
+            print(f"kubectl {' '.join(args)}: {result.stderr.strip()[-200:]}; sending it again", file=sys.stderr)
+            time.sleep(2)
         if check and result.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr}")
         return result
@@ -47,6 +65,11 @@ class Cluster:
     @property
     def custom(self) -> client.CustomObjectsApi:
         return client.CustomObjectsApi(self.api)
+
+
+def transport_failure(stderr: str) -> bool:
+    """Whether kubectl failed to reach the API server, as opposed to the server refusing the request."""
+    return any(failure in stderr for failure in TRANSPORT_FAILURES)
 
 
 def wait_until(what: str, check: Any, timeout: float = 60, interval: float = 0.5) -> Any:
