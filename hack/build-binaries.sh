@@ -19,6 +19,7 @@
 #          prometheus (prometheus and promtool, both from github.com/prometheus/prometheus)
 #          prometheus-adapter (the custom metrics API over Prometheus, for spec.autoscaling's HorizontalPodAutoscaler)
 #   lws also copies its CRDs to ${SPECINFER_CACHE}/crds/lws-<version>/; inferencepool-crd fetches the InferencePool CRD
+#   keda-crd fetches KEDA's ScaledObject CRD (spec.autoscaling with the operator's --keda-prometheus)
 #   gitops-crds: the Flux (GitRepository, OCIRepository, HelmRelease, Kustomization) and Argo CD (Application,
 #          ApplicationSet, AppProject) CRDs, for validating gitops/ server-side
 set -euo pipefail
@@ -293,6 +294,17 @@ build_others() {
     chmod u+w "${ip}.tmp"
     mv -f "${ip}.tmp" "${ip}"
     log "inferencepool-crd ${GATEWAY_API_INFERENCE_EXTENSION_VERSION}: ${ip}"
+  fi
+
+  # ---- KEDA's ScaledObject CRD, from its module (spec.autoscaling rendered for KEDA, validated server-side) ----
+  keda="${CACHE}/crds/keda-scaledobjects-${KEDA_VERSION}.yaml"
+  if wanted keda-crd && [[ ${FORCE} -eq 1 || ! -s "${keda}" ]]; then
+    json="$(modjson github.com/kedacore/keda/v2 "${KEDA_VERSION}")"
+    mkdir -p "${CACHE}/crds"
+    cp "$(jfield Dir <<<"${json}")/config/crd/bases/keda.sh_scaledobjects.yaml" "${keda}.tmp"
+    chmod u+w "${keda}.tmp"
+    mv -f "${keda}.tmp" "${keda}"
+    log "keda-crd ${KEDA_VERSION}: ${keda}"
   fi
 
   # ---- healthcheck (hack/tools/healthcheck: Argo CD Lua and kstatus health, for the GitOps tests) ----

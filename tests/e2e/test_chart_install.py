@@ -77,33 +77,55 @@ def test_no_rule_grants_secrets_or_wildcards(cluster: Cluster, namespace: str) -
                 assert "*" not in rule["resources"] + rule["verbs"] + rule["apiGroups"], rule
 
 
+def grants(
+    cluster: Cluster, namespace: str, values: list[str], *resources: str
+) -> set[tuple[str, str, tuple[str, ...]]]:
+    """The operator's rules on `resources` when the chart is rendered with `values`: kind, resource, verbs."""
+    return {
+        (obj["kind"], resource, tuple(rule["verbs"]))
+        for obj in render(cluster, namespace, values)
+        if obj["kind"] in ("Role", "ClusterRole")
+        for rule in obj.get("rules", [])
+        for resource in rule["resources"]
+        if resource in resources
+    }
+
+
+def operator_env(cluster: Cluster, namespace: str, values: list[str], name: str) -> str:
+    (operator,) = [o for o in render(cluster, namespace, values) if o["kind"] == "Deployment"]
+    env = {e["name"]: e.get("value") for e in operator["spec"]["template"]["spec"]["containers"][0]["env"]}
+    return str(env[name])
+
+
 def test_leaderworkerset_rbac_only_when_enabled(cluster: Cluster, namespace: str) -> None:
     """Exactly the verbs engines over several nodes need, and none without leaderWorkerSet.enabled."""
-
-    def grants(values: list[str]) -> set[tuple[str, str, tuple[str, ...]]]:
-        return {
-            (obj["kind"], resource, tuple(rule["verbs"]))
-            for obj in render(cluster, namespace, values)
-            if obj["kind"] in ("Role", "ClusterRole")
-            for rule in obj.get("rules", [])
-            for resource in rule["resources"]
-            if resource in ("leaderworkersets", "controllerrevisions", "statefulsets")
-        }
-
-    def flag(values: list[str]) -> str:
-        (operator,) = [o for o in render(cluster, namespace, values) if o["kind"] == "Deployment"]
-        env = {e["name"]: e.get("value") for e in operator["spec"]["template"]["spec"]["containers"][0]["env"]}
-        return str(env["SPECINFER_LEADER_WORKER_SET"])
-
-    assert grants([]) == set()
-    assert flag([]) == "false"
+    kinds = ("leaderworkersets", "controllerrevisions", "statefulsets")
+    assert grants(cluster, namespace, [], *kinds) == set()
+    assert operator_env(cluster, namespace, [], "SPECINFER_LEADER_WORKER_SET") == "false"
     enabled = ["--set", "leaderWorkerSet.enabled=true"]
-    assert grants(enabled) == {
+    assert grants(cluster, namespace, enabled, *kinds) == {
         ("ClusterRole", "leaderworkersets", ("get", "create", "patch", "delete")),
         ("ClusterRole", "controllerrevisions", ("list",)),
         ("ClusterRole", "statefulsets", ("get",)),
     }
-    assert flag(enabled) == "true"
+    assert operator_env(cluster, namespace, enabled, "SPECINFER_LEADER_WORKER_SET") == "true"
+
+
+def test_keda_rbac_only_with_its_prometheus(cluster: Cluster, namespace: str) -> None:
+    """ScaledObjects only for an operator given KEDA's Prometheus; an address that is no URL is refused."""
+    assert grants(cluster, namespace, [], "scaledobjects") == set()
+    assert operator_env(cluster, namespace, [], "SPECINFER_KEDA_PROMETHEUS") == ""
+    given = ["--set", "keda.prometheusAddress=http://prometheus-operated.monitoring:9090"]
+    assert grants(cluster, namespace, given, "scaledobjects") == {
+        ("ClusterRole", "scaledobjects", ("get", "create", "patch", "delete"))
+    }
+    assert (
+        operator_env(cluster, namespace, given, "SPECINFER_KEDA_PROMETHEUS")
+        == "http://prometheus-operated.monitoring:9090"
+    )
+    refused = helm(cluster, "template", "x", str(CHART), "--set", "keda.prometheusAddress=prometheus:9090", check=False)
+    assert refused.returncode != 0
+    assert "/keda/prometheusAddress" in refused.stderr  # the path, as helm names it
 
 
 def test_inferencepool_rbac_wherever_the_operator_reconciles(cluster: Cluster, namespace: str) -> None:

@@ -19,7 +19,8 @@ def documented() -> dict[str, set[str]]:
 
 def test_the_security_page_lists_every_rule_the_chart_grants(cluster: Cluster, namespace: str) -> None:
     granted: dict[str, set[str]] = {}
-    documents = render(cluster, namespace, ["--set", "leaderWorkerSet.enabled=true,leaderElection.enabled=true"])
+    every = "leaderWorkerSet.enabled=true,leaderElection.enabled=true,keda.prometheusAddress=http://prometheus:9090"
+    documents = render(cluster, namespace, ["--set", every])
     for role in (d for d in documents if d["kind"] in ("ClusterRole", "Role")):
         for rule in role["rules"]:
             for resource in rule["resources"]:

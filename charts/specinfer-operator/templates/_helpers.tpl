@@ -80,6 +80,13 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   # spec.inferencePool (Gateway API Inference Extension): applied like the other children (not watched), deleted
   # when the spec drops it. Without the extension's CRD the rule grants nothing and such resources say so.
   verbs: ["get", "create", "patch", "delete"]
+{{- if .Values.keda.prometheusAddress }}
+- apiGroups: ["keda.sh"]
+  resources: ["scaledobjects"]
+  # spec.autoscaling with KEDA (keda.prometheusAddress): applied like the other children, deleted when the spec
+  # drops it.
+  verbs: ["get", "create", "patch", "delete"]
+{{- end }}
 {{- if .Values.leaderWorkerSet.enabled }}
 - apiGroups: ["leaderworkerset.x-k8s.io"]
   resources: ["leaderworkersets"]

@@ -168,7 +168,7 @@ def _engine(given: list[tuple[str, str]] | None) -> EngineVersions | None:
 
 
 def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    defaults = RenderDefaults(runtime_image=args.runtime_image, npu_resource_name=args.npu_resource_name)
+    defaults = RenderDefaults(args.runtime_image, args.npu_resource_name, args.keda_prometheus)
     objects: list[dict[str, Any]] = []
     tally = Tally()
     for item in load(args.paths, _build_options(args)):
@@ -298,8 +298,8 @@ def parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser(
         "render",
-        help="print the child objects (ConfigMap, Deployment, Service, PodDisruptionBudget, HorizontalPodAutoscaler, "
-        "InferencePool) as YAML",
+        help="print the child objects (ConfigMap, Deployment, Service, PodDisruptionBudget, HorizontalPodAutoscaler "
+        "or ScaledObject, InferencePool) as YAML",
     )
     r.add_argument("paths", nargs="+", metavar="PATH", help="file, directory, or - for standard input")
     r.add_argument("--runtime-image", default=DEFAULT_RUNTIME_IMAGE, help="image when spec.runtime.image is unset")
@@ -307,6 +307,12 @@ def parser() -> argparse.ArgumentParser:
         "--npu-resource-name",
         default=DEFAULT_NPU_RESOURCE,
         help="extended resource when spec.resources.npuResourceName is unset",
+    )
+    r.add_argument(
+        "--keda-prometheus",
+        default="",
+        metavar="URL",
+        help="spec.autoscaling as a KEDA ScaledObject querying this Prometheus, as the operator's --keda-prometheus",
     )
     r.add_argument("-v", "--verbose", action="store_true", help="name each file or document skipped, and why")
     _build_arguments(r)

@@ -47,6 +47,7 @@ from specinfer_operator.controller.writes import Clash, Owned, own_history
 from specinfer_operator.platform import metrics
 from specinfer_operator.render import workload
 from specinfer_operator.render.admission import check
+from specinfer_operator.render.autoscaler import KEDA_API_VERSION, SCALED_OBJECT
 from specinfer_operator.render.children import RenderDefaults, family_hash, is_pool, label_selector, render
 from specinfer_operator.render.sizing import CPU_PER_NPU, NPU_MEMORY, amount, size
 from specinfer_operator.tuning import applied
@@ -278,7 +279,7 @@ def _reconcile(body: dict[str, Any], ctx: Context, nodes: list[dict[str, Any]], 
             prune_config_maps(ctx, body, deployments)
     seen = replace(observe(ctx, body, kind, deployment), canary=canary)
     if cr is not None and desired is not None:
-        drop_unwanted(ctx.owned, body, previous, cr, kind, seen.pods)
+        drop_unwanted(ctx.owned, body, previous, cr, kind, seen.pods, keda=bool(ctx.defaults.keda_prometheus))
     publish(body, ctx, verdict, desired, seen, arrangement, report)
     return "applied" if verdict.valid else "refused"
 
@@ -290,21 +291,28 @@ def drop_unwanted(
     cr: SpeculativeInference,
     kind: workload.Kind,
     pods: list[dict[str, Any]],
+    keda: bool,
 ) -> None:
-    """Delete what a spec no longer asks for: the PodDisruptionBudget, the HorizontalPodAutoscaler, the
+    """Delete what a spec no longer asks for: the PodDisruptionBudget, the autoscaler, the
     InferencePool (when the status says one was applied: only then are its CRD and the operator's rights on it
     known to be there), and the
     workload of the other kind (whose pods still run) when parallelism.nodes went from one to several or back:
     those pods are replaced at once, not rolled. Only a spec change takes them away, so only a new generation
-    costs the requests (a missing one is no error). Only the resource's own are deleted (writes.py)."""
+    costs the requests (a missing one is no error). Only the resource's own are deleted (writes.py). With KEDA
+    (`keda`), a HorizontalPodAutoscaler of the resource's own goes at once: it was made before the operator was
+    given KEDA, and two autoscalers would fight over spec.replicas."""
     meta = body["metadata"]
     namespace, name, owner = meta["namespace"], meta["name"], str(meta.get("uid") or "")
+    if keda and cr.spec.autoscaling is not None:
+        owned.delete("autoscaling/v2", "HorizontalPodAutoscaler", namespace, name, owner)
     if previous.get("observedGeneration") == meta.get("generation"):
         return
     if cr.spec.disruption_budget is None:
         owned.delete("policy/v1", "PodDisruptionBudget", namespace, name, owner)
     if cr.spec.autoscaling is None:  # spec.replicas stays where the autoscaler left it
         owned.delete("autoscaling/v2", "HorizontalPodAutoscaler", namespace, name, owner)
+        if keda:
+            owned.delete(KEDA_API_VERSION, SCALED_OBJECT, namespace, name, owner)
     if cr.spec.inference_pool is None and previous.get("inferencePool"):
         owned.delete(INFERENCE_POOL_API_VERSION, INFERENCE_POOL_KIND, namespace, name, owner)
     other = next(k for k in workload.KINDS if k != kind)

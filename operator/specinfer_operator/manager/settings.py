@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -26,6 +27,7 @@ class Settings:
     scrape: ScrapeConfig
     leader_worker_set: bool = True
     tenant_policy: str = ""
+    keda_prometheus: str = ""
 
 
 def _env(name: str, default: str) -> str:
@@ -108,6 +110,14 @@ def parse(argv: Sequence[str] | None = None) -> Settings:
         help="name of the SpeculativeInferencePolicy to enforce (the chart sets it); its built-in defaults when unset "
         "or missing (SPECINFER_TENANT_POLICY)",
     )
+    p.add_argument(
+        "--keda-prometheus",
+        default=_env("SPECINFER_KEDA_PROMETHEUS", ""),
+        metavar="URL",
+        help="render spec.autoscaling as KEDA ScaledObjects whose Prometheus triggers query this server "
+        "(http://prometheus.monitoring:9090) instead of HorizontalPodAutoscalers on the custom metrics API "
+        "(SPECINFER_KEDA_PROMETHEUS)",
+    )
     default = ScrapeConfig()
     p.add_argument(
         "--scrape-interval",
@@ -138,6 +148,8 @@ def parse(argv: Sequence[str] | None = None) -> Settings:
     args = p.parse_args(argv)
     if args.scrape_interval < 0 or args.scrape_timeout <= 0 or args.scrape_concurrency < 1 or args.status_refresh <= 0:
         p.error("--scrape-interval must be >= 0, --scrape-timeout and --status-refresh > 0, --scrape-concurrency >= 1")
+    if args.keda_prometheus and not re.fullmatch(r"https?://[^\s/]+(/\S*)?", args.keda_prometheus):
+        p.error(f"--keda-prometheus {args.keda_prometheus!r} is not an http:// or https:// URL")
     namespaces = args.namespaces or [n for n in _env("SPECINFER_NAMESPACES", "").split(",") if n]
     return Settings(
         runtime_image=args.runtime_image,
@@ -153,4 +165,5 @@ def parse(argv: Sequence[str] | None = None) -> Settings:
         scrape=ScrapeConfig(args.scrape_interval, args.scrape_timeout, args.scrape_concurrency, args.status_refresh),
         leader_worker_set=args.leader_worker_set,
         tenant_policy=args.tenant_policy,
+        keda_prometheus=args.keda_prometheus,
     )

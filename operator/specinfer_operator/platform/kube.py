@@ -20,6 +20,7 @@ _PLURALS = {
     "Deployment": "deployments",
     "PodDisruptionBudget": "poddisruptionbudgets",
     "HorizontalPodAutoscaler": "horizontalpodautoscalers",
+    "ScaledObject": "scaledobjects",
     "LeaderWorkerSet": "leaderworkersets",
     INFERENCE_POOL_KIND: INFERENCE_POOL_PLURAL,
 }

@@ -1,10 +1,11 @@
-"""The HorizontalPodAutoscaler of spec.autoscaling, and the prometheus-adapter rules that feed it (pure).
+"""The autoscaler of spec.autoscaling (pure): a HorizontalPodAutoscaler fed by prometheus-adapter's rules, or,
+where the platform runs KEDA instead, a ScaledObject with Prometheus triggers.
 
-Each target is an Object metric of the SpeculativeInference, computed by Prometheus from the engines'
-own series (the chart's PodMonitor labels them `namespace` and `name`, the resource's): one figure per
-resource, whatever its pods (a group's workers export nothing). The rules here are the single source of
-the metric names: `make crd` writes them to the chart (ADAPTER_RULES_FILE), where prometheus-adapter
-reads them, and a test fails when that file is stale.
+Each target is a figure of the SpeculativeInference, computed by Prometheus from the engines' own series
+(the chart's PodMonitor labels them `namespace` and `name`, the resource's): one figure per resource,
+whatever its pods (a group's workers export nothing). The queries here are the single source of both: `make
+crd` writes the adapter's rules to the chart (ADAPTER_RULES_FILE), where prometheus-adapter reads them, and a
+test fails when that file is stale; a ScaledObject carries the same queries for its resource.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ RATE_WINDOW = "2m"  # four scrapes at the chart's 30 s interval
 # --horizontal-pod-autoscaler-tolerance, 0.1 by default): a speed target at the objective itself would add an
 # engine only once requests were 10 % below it. The target is set this much faster than the objective.
 TOLERANCE = 0.1
+KEDA_API_VERSION = "keda.sh/v1alpha1"
+SCALED_OBJECT = "ScaledObject"
 
 
 @dataclass(frozen=True)
@@ -35,8 +38,22 @@ class Target:
     series: str  # the engine series whose presence offers the metric
 
     def target(self, value: int) -> dict[str, Any]:
+        """The HPA's target: a Kubernetes quantity."""
         key = "averageValue" if self.target_type == "AverageValue" else "value"
-        return {"type": self.target_type, key: str(_quantity(self.field, value))}
+        milli = _thousandths(self.field, value)
+        return {"type": self.target_type, key: str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"}
+
+    def trigger(self, value: int, labels: dict[str, str], prometheus: str) -> dict[str, Any]:
+        """KEDA's Prometheus trigger: the query for the resource `labels` select, its threshold a decimal."""
+        selector = ",".join(f'{key}="{label}"' for key, label in labels.items())  # DNS names: nothing to escape
+        query = self.query.replace("<<.LabelMatchers>>", selector).replace("<<.GroupBy>>", ", ".join(labels))
+        threshold = f"{_thousandths(self.field, value) / 1000:.3f}".rstrip("0").rstrip(".")
+        return {
+            "type": "prometheus",
+            "name": self.metric.removeprefix("specinfer_").replace("_", "-"),
+            "metricType": self.target_type,
+            "metadata": {"serverAddress": prometheus, "query": query, "threshold": threshold},
+        }
 
 
 def _sum(series: str, window: str | None = None) -> str:
@@ -77,12 +94,12 @@ def targets(window: str = RATE_WINDOW) -> tuple[Target, ...]:
     )
 
 
-def _quantity(field: str, value: int) -> str:
-    """The target as a Kubernetes quantity: the speed objective as milliseconds per token with the tolerance's
-    headroom (3 decimals, which the autoscaler compares in thousandths), the others as they are."""
+def _thousandths(field: str, value: int) -> int:
+    """The target in thousandths, which the autoscaler compares: the speed objective as milliseconds per token
+    with the tolerance's headroom, the others as they are."""
     if field == "decodeTokensPerSecond":
-        return f"{round(1_000_000 / (value * (1 + TOLERANCE)))}m"
-    return str(value)
+        return round(1_000_000 / (value * (1 + TOLERANCE)))
+    return value * 1000
 
 
 def adapter_rules(window: str = RATE_WINDOW) -> dict[str, Any]:
@@ -131,9 +148,37 @@ def autoscaler(settings: AutoscalingSettings, name: str, metadata: dict[str, Any
             "minReplicas": settings.min_replicas,
             "maxReplicas": settings.max_replicas,
             "metrics": metrics,
-            "behavior": {
-                "scaleUp": {"stabilizationWindowSeconds": settings.scale_up_stabilization_seconds},
-                "scaleDown": {"stabilizationWindowSeconds": settings.scale_down_stabilization_seconds},
-            },
+            "behavior": _behavior(settings),
+        },
+    }
+
+
+def _behavior(settings: AutoscalingSettings) -> dict[str, Any]:
+    return {
+        "scaleUp": {"stabilizationWindowSeconds": settings.scale_up_stabilization_seconds},
+        "scaleDown": {"stabilizationWindowSeconds": settings.scale_down_stabilization_seconds},
+    }
+
+
+def scaled_object(settings: AutoscalingSettings, metadata: dict[str, Any], prometheus: str) -> dict[str, Any]:
+    """KEDA's ScaledObject of the resource its `metadata` names, reading `prometheus` (the platform's server, set
+    for the whole operator: a tenant never chooses where KEDA sends queries). KEDA makes the HPA itself, with
+    the same targets, range and windows as autoscaler()."""
+    name = metadata["name"]
+    # The resource's own series: by namespace too, once it has one (the operator's always has; `specinfer render`
+    # of a manifest without one selects by name alone).
+    labels = {"namespace": metadata["namespace"]} if "namespace" in metadata else {}
+    labels["name"] = name
+    wanted = settings.targets()
+    return {
+        "apiVersion": KEDA_API_VERSION,
+        "kind": SCALED_OBJECT,
+        "metadata": metadata,
+        "spec": {
+            "scaleTargetRef": _own(name),
+            "minReplicaCount": settings.min_replicas,
+            "maxReplicaCount": settings.max_replicas,
+            "advanced": {"horizontalPodAutoscalerConfig": {"behavior": _behavior(settings)}},
+            "triggers": [t.trigger(wanted[t.field], labels, prometheus) for t in targets() if t.field in wanted],
         },
     }

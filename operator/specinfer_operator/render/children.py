@@ -17,7 +17,7 @@ from specinfer_operator.api.labels import CONFIG_HASH_ANNOTATION, labels, select
 from specinfer_operator.api.resource import API_VERSION, KIND, SpeculativeInference
 from specinfer_operator.api.service import INFERENCE_POOL_API_VERSION, INFERENCE_POOL_KIND
 from specinfer_operator.render import workload
-from specinfer_operator.render.autoscaler import autoscaler
+from specinfer_operator.render.autoscaler import autoscaler, scaled_object
 from specinfer_operator.render.pod import CONFIG_FILE, pod_template
 from specinfer_runtime.engine import ENGINE_PORT, EngineSpec
 from specinfer_runtime.tokens import SCHEDULE_FIELD
@@ -32,6 +32,7 @@ class RenderDefaults:
 
     runtime_image: str = DEFAULT_RUNTIME_IMAGE
     npu_resource_name: str = DEFAULT_NPU_RESOURCE
+    keda_prometheus: str = ""  # the Prometheus KEDA queries: spec.autoscaling as a ScaledObject, not an HPA
 
 
 def engine_config_json(engine: EngineSpec) -> str:
@@ -193,12 +194,16 @@ def disruption_budget(cr: SpeculativeInference) -> dict[str, Any] | None:
     }
 
 
-def horizontal_autoscaler(cr: SpeculativeInference) -> dict[str, Any] | None:
-    """The HorizontalPodAutoscaler of spec.autoscaling, scaling this resource (render/autoscaler.py)."""
+def resource_autoscaler(cr: SpeculativeInference, defaults: RenderDefaults) -> dict[str, Any] | None:
+    """The autoscaler of spec.autoscaling, scaling this resource (render/autoscaler.py): KEDA's ScaledObject
+    where the operator is given KEDA's Prometheus, else a HorizontalPodAutoscaler."""
     settings = cr.spec.autoscaling
     if settings is None:
         return None
-    return autoscaler(settings, cr.metadata.name, _metadata(cr, cr.metadata.name))
+    metadata = _metadata(cr, cr.metadata.name)
+    if defaults.keda_prometheus:
+        return scaled_object(settings, metadata, defaults.keda_prometheus)
+    return autoscaler(settings, cr.metadata.name, metadata)
 
 
 def inference_pool(cr: SpeculativeInference) -> dict[str, Any] | None:
@@ -236,5 +241,5 @@ def render(cr: SpeculativeInference, defaults: RenderDefaults | None = None) -> 
     last (reconcile applies it apart: it must never be in the way of the others)."""
     defaults = defaults or RenderDefaults()
     children = [engine_config_map(cr, defaults), engines(cr, defaults), service(cr)]
-    optional = (disruption_budget(cr), horizontal_autoscaler(cr), inference_pool(cr))
+    optional = (disruption_budget(cr), resource_autoscaler(cr, defaults), inference_pool(cr))
     return children + [child for child in optional if child is not None]

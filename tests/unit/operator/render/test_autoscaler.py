@@ -10,6 +10,7 @@ import pytest
 from specinfer_operator.render.admission import check
 from specinfer_operator.render.autoscaler import adapter_rules, targets
 from specinfer_operator.render.children import RenderDefaults, config_hash, family_hash, render
+from specinfer_runtime.quantity import parse
 from tests.support.builders import cr, resource
 
 NGRAM = {"model": {"name": "m"}, "speculative": {"method": "ngram", "numSpeculativeTokens": 3}}
@@ -88,3 +89,59 @@ def test_every_target_has_an_adapter_rule_naming_its_metric_for_speculativeinfer
         assert rule["resources"]["overrides"]["name"] == {"group": "specinfer.io", "resource": "speculativeinferences"}
         assert "<<.LabelMatchers>>" in rule["metricsQuery"]
         assert "<<.GroupBy>>" in rule["metricsQuery"]
+
+
+KEDA = RenderDefaults(keda_prometheus="http://prometheus.monitoring:9090")
+
+
+def test_with_keda_the_resource_gets_a_scaled_object_with_the_same_targets_range_and_windows() -> None:
+    children = render(cr(SCALED, namespace="team", uid="u-1"), KEDA)
+    assert "HorizontalPodAutoscaler" not in [o["kind"] for o in children]
+    (scaled,) = [o for o in children if o["kind"] == "ScaledObject"]
+    assert scaled["apiVersion"] == "keda.sh/v1alpha1"
+    assert scaled["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    spec = scaled["spec"]
+    assert spec["scaleTargetRef"] == {
+        "apiVersion": "specinfer.io/v1alpha1",
+        "kind": "SpeculativeInference",
+        "name": "demo",
+    }
+    assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (1, 4)
+    assert spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"] == hpa(SCALED)["spec"]["behavior"]  # type: ignore[index]
+    queue, speed = spec["triggers"]
+    assert queue == {
+        "type": "prometheus",
+        "name": "queue-depth",
+        "metricType": "AverageValue",  # KEDA divides by the engines, as the HPA does
+        "metadata": {
+            "serverAddress": "http://prometheus.monitoring:9090",
+            "query": 'sum by (namespace, name) (vllm:num_requests_waiting{namespace="team",name="demo"})',
+            "threshold": "3",
+        },
+    }
+    # The adapter's query for this resource alone; the threshold is the HPA's target as a decimal (KEDA's own HPA
+    # has the same tolerance, so the same headroom).
+    assert speed["metricType"] == "Value"
+    assert speed["metadata"]["threshold"] == "45.455"
+    assert "<<" not in speed["metadata"]["query"]
+    assert 'rate(vllm:generation_tokens_total{namespace="team",name="demo"}[2m])' in speed["metadata"]["query"]
+
+
+def test_keda_thresholds_are_what_the_autoscaler_targets() -> None:
+    """Each trigger's threshold is its HPA target read as a quantity: the two renderings cannot disagree."""
+    spec = {
+        **NGRAM,
+        "autoscaling": {"maxReplicas": 3, "queueDepth": 7, "kvCacheUsagePercent": 85, "decodeTokensPerSecond": 3},
+    }
+    rendered = hpa(spec)
+    assert rendered is not None
+    targets_of = [m["object"]["target"] for m in rendered["spec"]["metrics"]]
+    hpa_values = [float(parse(str(t.get("averageValue") or t.get("value")))) for t in targets_of]  # type: ignore[arg-type]
+    (scaled,) = [o for o in render(cr(spec, namespace="team"), KEDA) if o["kind"] == "ScaledObject"]
+    assert [float(t["metadata"]["threshold"]) for t in scaled["spec"]["triggers"]] == hpa_values
+    assert [t["metricType"] for t in scaled["spec"]["triggers"]] == [t["type"] for t in targets_of]
+
+
+def test_a_manifest_without_a_namespace_selects_its_series_by_name() -> None:
+    (scaled,) = [o for o in render(cr(SCALED), KEDA) if o["kind"] == "ScaledObject"]
+    assert '{name="demo"}' in scaled["spec"]["triggers"][0]["metadata"]["query"]
