@@ -95,6 +95,17 @@ finish() {
 
 # modfield MODULE VERSION FIELD -> value of a top-level string field of `go mod download -json`
 modjson() { "${GO}" mod download -json "$1@$2"; }
+
+# crd_file NAME MODULE VERSION PATH STEM: the CRD at PATH in MODULE@VERSION, copied to crds/STEM-VERSION.yaml once.
+crd_file() {
+  local name="$1" module="$2" version="$3" path="$4" out="${CACHE}/crds/$5-$3.yaml"
+  wanted "${name}" && [[ ${FORCE} -eq 1 || ! -s "${out}" ]] || return 0
+  mkdir -p "${CACHE}/crds"
+  cp "$(modjson "${module}" "${version}" | jfield Dir)/${path}" "${out}.tmp"
+  chmod u+w "${out}.tmp"
+  mv -f "${out}.tmp" "${out}"
+  log "${name} ${version}: ${out}"
+}
 jfield() { sed -n "s/^[[:space:]]*\"$1\": \"\\(.*\\)\",\\{0,1\\}\$/\\1/p" | head -n1; }
 
 # git commit of a module version (from the proxy's Origin metadata), best effort;
@@ -285,27 +296,12 @@ build_others() {
     finish lws "${lv}" "${BIN}/.lws.tmp" "${t}"
   fi
 
-  # ---- the InferencePool CRD, from the Gateway API Inference Extension module (spec.inferencePool's pools) ----
-  ip="${CACHE}/crds/inferencepools-${GATEWAY_API_INFERENCE_EXTENSION_VERSION}.yaml"
-  if wanted inferencepool-crd && [[ ${FORCE} -eq 1 || ! -s "${ip}" ]]; then
-    json="$(modjson sigs.k8s.io/gateway-api-inference-extension "${GATEWAY_API_INFERENCE_EXTENSION_VERSION}")"
-    mkdir -p "${CACHE}/crds"
-    cp "$(jfield Dir <<<"${json}")/config/crd/bases/inference.networking.k8s.io_inferencepools.yaml" "${ip}.tmp"
-    chmod u+w "${ip}.tmp"
-    mv -f "${ip}.tmp" "${ip}"
-    log "inferencepool-crd ${GATEWAY_API_INFERENCE_EXTENSION_VERSION}: ${ip}"
-  fi
-
-  # ---- KEDA's ScaledObject CRD, from its module (spec.autoscaling rendered for KEDA, validated server-side) ----
-  keda="${CACHE}/crds/keda-scaledobjects-${KEDA_VERSION}.yaml"
-  if wanted keda-crd && [[ ${FORCE} -eq 1 || ! -s "${keda}" ]]; then
-    json="$(modjson github.com/kedacore/keda/v2 "${KEDA_VERSION}")"
-    mkdir -p "${CACHE}/crds"
-    cp "$(jfield Dir <<<"${json}")/config/crd/bases/keda.sh_scaledobjects.yaml" "${keda}.tmp"
-    chmod u+w "${keda}.tmp"
-    mv -f "${keda}.tmp" "${keda}"
-    log "keda-crd ${KEDA_VERSION}: ${keda}"
-  fi
+  # ---- single CRDs from their projects' modules: the InferencePool (Gateway API Inference Extension, for
+  # spec.inferencePool's pools) and KEDA's ScaledObject (spec.autoscaling rendered for KEDA, validated server-side) ----
+  crd_file inferencepool-crd sigs.k8s.io/gateway-api-inference-extension "${GATEWAY_API_INFERENCE_EXTENSION_VERSION}" \
+    config/crd/bases/inference.networking.k8s.io_inferencepools.yaml inferencepools
+  crd_file keda-crd github.com/kedacore/keda/v2 "${KEDA_VERSION}" config/crd/bases/keda.sh_scaledobjects.yaml \
+    keda-scaledobjects
 
   # ---- healthcheck (hack/tools/healthcheck: Argo CD Lua and kstatus health, for the GitOps tests) ----
   hc_dir="${HACK_DIR}/tools/healthcheck"

@@ -313,8 +313,10 @@ class Fleet:
 
 
 class Gateway:
-    """Clients sending greedy requests as a gateway does, each to the next endpoint of the resource's Service: the
-    pods its selector matches that are ready and not terminating, refreshed twice a second. That is what the
+    """Clients sending greedy requests as a gateway does, each to the endpoint of the resource's Service with the
+    fewest requests in flight (the next one in turn among equals, as Envoy's least-request balancer and the
+    inference gateway's picker do): the pods its selector matches that are ready and not terminating, refreshed twice
+    a second. That is what the
     EndpointSlice controller publishes; the local cluster has no EndpointSlices (its pod IPs are loopback
     addresses, which the API server refuses in them), so the endpoints are computed from the pods as it does.
     Only endpoints with an engine of `fleet` behind them are sent to."""
@@ -325,6 +327,7 @@ class Gateway:
         self.selector = ",".join(f"{k}={v}" for k, v in selector.items())
         self.endpoints: list[str] = []
         self.completed: dict[str, int] = {}  # requests that completed, by pod
+        self.in_flight: dict[str, int] = {}  # requests sent and not answered, by pod
         self.spans: list[tuple[str, float, float]] = []  # pod, start and end of each request that completed
         self.failed: list[str] = []
         self.active = 0  # clients sending; the others wait
@@ -361,13 +364,12 @@ class Gateway:
 
     def client(self, number: int) -> None:
         while not self.stopped.is_set():
-            names = [n for n in self.endpoints if n in self.fleet.engines]
-            if number >= self.active or not names:
+            name = self.pick() if number < self.active else None
+            engine = self.fleet.engines.get(name) if name is not None else None
+            if name is None or engine is None:
+                if name is not None:
+                    self.answered(name)
                 self.stopped.wait(0.2)
-                continue
-            name = names[next(self.turn) % len(names)]
-            engine = self.fleet.engines.get(name)
-            if engine is None:
                 continue
             started = time.monotonic()
             try:
@@ -376,9 +378,26 @@ class Gateway:
                 with self.guard:
                     self.failed.append(f"{name}: {error}")
                 continue
+            finally:
+                self.answered(name)
             with self.guard:
                 self.completed[name] = self.completed.get(name, 0) + 1
                 self.spans.append((name, started, time.monotonic()))
+
+    def pick(self) -> str | None:
+        """The endpoint with an engine and the fewest requests in flight, counted as sent to it."""
+        with self.guard:
+            names = [n for n in self.endpoints if n in self.fleet.engines]
+            if not names:
+                return None
+            turn = next(self.turn) % len(names)
+            name = min(names[turn:] + names[:turn], key=lambda n: self.in_flight.get(n, 0))
+            self.in_flight[name] = self.in_flight.get(name, 0) + 1
+            return name
+
+    def answered(self, name: str) -> None:
+        with self.guard:
+            self.in_flight[name] -= 1
 
     def stop(self) -> None:
         self.stopped.set()

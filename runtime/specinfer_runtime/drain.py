@@ -24,6 +24,7 @@ GAUGES = (b"vllm:num_requests_running", b"vllm:num_requests_waiting")
 MAX_BODY = 4 << 20  # bytes of /metrics read at most: the engine's own, but bounded all the same
 SETTLE_SECONDS = 5  # for endpoint removal to reach kube-proxy and gateways
 MARGIN_SECONDS = 10  # left of the grace period for vLLM to exit after SIGTERM
+READ_SECONDS = 5.0  # one look at /metrics at most: a busy engine on a loaded node answers late
 
 
 def in_flight(body: bytes) -> int | None:
@@ -46,10 +47,18 @@ def in_flight(body: bytes) -> int | None:
 
 
 def read(url: str, timeout: float) -> bytes | None:
+    """The body of `url`, or None when it is slow, unreadable or too large (a busy engine: look again);
+    ConnectionRefusedError when nothing listens (the engine is gone)."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
             body: bytes = response.read(MAX_BODY + 1)
-    except (OSError, urllib.error.URLError):
+    except urllib.error.URLError as error:
+        if isinstance(error.reason, ConnectionRefusedError):
+            raise error.reason from None
+        return None
+    except ConnectionRefusedError:
+        raise
+    except OSError:
         return None
     return body if len(body) <= MAX_BODY else None
 
@@ -63,18 +72,22 @@ def drain(
     sleep: Callable[[float], None] = time.sleep,
 ) -> str:
     """Wait `settle` seconds, then until nothing is in flight or `timeout` seconds have passed since the
-    start; what it found, in a line for the container's log."""
+    start; what it found, in a line for the container's log. An engine too busy to answer its /metrics in
+    time has requests to finish: it is asked again; one that refuses the connection has stopped."""
     deadline = clock() + timeout
     sleep(min(settle, timeout))
     last: int | None = None
     while clock() < deadline:
-        body = fetch(url, max(0.1, min(2.0, deadline - clock())))
-        last = in_flight(body) if body is not None else None
-        if body is None:
-            return "the engine does not answer: nothing to wait for"
+        try:
+            body = fetch(url, max(0.1, min(READ_SECONDS, deadline - clock())))
+        except ConnectionRefusedError:
+            return "the engine refuses connections: nothing to wait for"
+        last = in_flight(body) if body is not None else last
         if last == 0:
             return "no request in flight"
         sleep(min(1.0, max(0.0, deadline - clock())))
+    if last is None:
+        return f"the engine did not answer for {timeout:.0f} s: stopping anyway"
     return f"{last} requests still in flight after {timeout:.0f} s: stopping anyway"
 
 

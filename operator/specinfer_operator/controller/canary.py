@@ -79,7 +79,7 @@ def record(
         measured = (previous.get("speculation") or {}).get("observed")
         baseline = measured if measured is not None and measured.get("configHash") == good_hash else None
         before = {"startTime": now, **({"baseline": baseline} if baseline is not None else {})}
-    keep = {k: before[k] for k in ("startTime", "baseline", "observed", "comparisons") if k in before}
+    keep = {k: before[k] for k in ("startTime", "scaledTime", "baseline", "observed", "comparisons") if k in before}
     good = (previous.get("rollout") or {}).get("lastGood") or {}
     families = {"family": state.family, "stableFamily": good.get("family")}
     return {
@@ -92,6 +92,14 @@ def record(
         "message": state.message,
         **keep,
     }
+
+
+def rescaled(record: dict[str, Any], size: int, stable_size: int, now: str) -> dict[str, Any]:
+    """The record after the replicas changed to `size` canary and `stable_size` stable pods (an autoscaler, a person):
+    the same configurations, so the canary goes on, but the load on each side moved, so the comparisons made
+    before are dropped and only figures measured wholly after `now` count (verdict.py)."""
+    kept = {k: v for k, v in record.items() if k != "comparisons"}
+    return {**kept, "replicas": size, "stableReplicas": stable_size, "scaledTime": now}
 
 
 def phase_of(live_stable_hash: str | None, config_hash: str, recorded: str | None) -> str:

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Literal
 
 from specinfer_operator.api.rollout import CanarySettings
+from specinfer_operator.api.timestamps import parse
 from specinfer_operator.controller.conditions import CANARY, NOT_FASTER, SLOWER
 from specinfer_operator.tuning.auto import profile_of
 from specinfer_operator.tuning.model import Cost, comparable, fit
@@ -63,6 +65,15 @@ def _evidence(figures: dict[str, Any] | None) -> int:
 
 def _batch(figures: dict[str, Any]) -> float:
     return float(figures.get("decodeBatch") or 1.0)
+
+
+def _since(figures: dict[str, Any], when: str) -> bool:
+    """Whether the window of `figures` started at or after `when` (RFC 3339)."""
+    try:
+        start = parse(str(figures.get("measuredTime"))) - timedelta(seconds=float(figures.get("windowSeconds") or 0))
+        return start >= parse(when)
+    except ValueError:
+        return False
 
 
 def reference(record: dict[str, Any], stable: dict[str, Any] | None, stable_pods: int) -> dict[str, Any] | None:
@@ -175,8 +186,12 @@ def judge(
             return Verdict("rollback", BELOW_FLOOR, message)
         return Verdict("promote", "Promoted", f"{said} is at least {floor:g}; no figures of the last good one")
     which = "stable pods" if stable_pods > 0 else "last good configuration (sequential)"
-    latest, why = compare(canary, base, cost)
     earlier = tuple(record.get("comparisons") or ())
+    scaled = record.get("scaledTime")
+    if scaled and not all(_since(f, scaled) for f in ((canary, base) if stable_pods > 0 else (canary,))):
+        message = f"waiting for figures measured wholly after the replicas changed at {scaled}"
+        return Verdict("wait", CANARY, message, earlier)
+    latest, why = compare(canary, base, cost)
     if latest is None:
         return Verdict("wait", CANARY, why, earlier)
     fresh = not earlier or earlier[-1].get("measuredTime") != latest["measuredTime"]

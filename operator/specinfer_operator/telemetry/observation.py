@@ -22,6 +22,8 @@ from specinfer_runtime.tokens import SCHEDULE_FIELD
 
 RATE_TOLERANCE = 0.01  # acceptance rate and per-position rates, absolute
 LENGTH_TOLERANCE = 0.02  # mean acceptance length, tokens per step
+DRAFTED_TOLERANCE = 0.25  # tokens per draft: under a schedule, the K in force moved with the batch
+BATCH_TOLERANCE = 0.25  # decode batch, relative: the load per engine moved (a scale event, a surge)
 MAX_FAILURES = 16  # pods named in scrapeFailures; the count of the others is podsMeasured's shortfall
 FAILURE_EVENTS = 3  # pods named in one ScrapeFailed event
 
@@ -47,6 +49,8 @@ def observed(figures: Figures, config_hash: str, now: str) -> dict[str, Any]:
         "draftTokens": counts.draft_tokens,
         "acceptedTokens": counts.accepted,
     }
+    if counts.drafts:
+        out["draftTokensPerDraft"] = round(counts.draft_tokens / counts.drafts, 2)
     if ratios.acceptance_rate is not None:
         out["acceptanceRate"] = round(ratios.acceptance_rate, 4)
     if ratios.mean_acceptance_length is not None:
@@ -114,10 +118,18 @@ def moved(before: dict[str, Any], after: dict[str, Any]) -> bool:
         return True
     if _failures(before) != _failures(after):
         return True
-    for key, tolerance in (("acceptanceRate", RATE_TOLERANCE), ("meanAcceptanceLength", LENGTH_TOLERANCE)):
+    absolute = (
+        ("acceptanceRate", RATE_TOLERANCE),
+        ("meanAcceptanceLength", LENGTH_TOLERANCE),
+        ("draftTokensPerDraft", DRAFTED_TOLERANCE),
+    )
+    for key, tolerance in absolute:
         a, b = before.get(key), after.get(key)
         if (a is None) != (b is None) or (a is not None and b is not None and abs(a - b) > tolerance):
             return True
+    a_batch, b_batch = before.get("decodeBatch"), after.get("decodeBatch")
+    if (a_batch is None) != (b_batch is None) or (a_batch and b_batch and abs(b_batch / a_batch - 1) > BATCH_TOLERANCE):
+        return True
     a_rates, b_rates = before.get("positionAcceptanceRates") or [], after.get("positionAcceptanceRates") or []
     if len(a_rates) != len(b_rates):
         return True

@@ -4,6 +4,7 @@ within its deadline, after letting endpoint removal settle; a clock and a fetch 
 from __future__ import annotations
 
 import http.server
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,12 +59,38 @@ def test_it_stops_waiting_at_its_deadline() -> None:
     assert clock.now == 20
 
 
-def test_an_engine_that_does_not_answer_is_not_waited_for() -> None:
+def refused(url: str, timeout: float) -> bytes | None:
+    raise ConnectionRefusedError(url)
+
+
+def test_an_engine_that_refuses_connections_is_not_waited_for() -> None:
     clock = Clock()
-    assert drain("http://engine/metrics", 50, 5, lambda url, timeout: None, clock, clock.sleep).startswith(
-        "the engine does not answer"
-    )
+    said = drain("http://engine/metrics", 50, 5, refused, clock, clock.sleep)
+    assert said == "the engine refuses connections: nothing to wait for"
     assert clock.now == 5
+
+
+def test_an_engine_too_busy_to_answer_is_asked_again() -> None:
+    """A look that times out is an engine with work to finish, not a stopped one (found by the scale-in test:
+    three engines on two cores answered a drain's /metrics late)."""
+    clock = Clock()
+    answers = iter([None, None, gauges(1, 0), None, gauges(0, 0)])
+    said = drain("http://engine/metrics", 50, 5, lambda url, timeout: next(answers), clock, clock.sleep)
+    assert said == "no request in flight"
+    clock = Clock()
+    said = drain("http://engine/metrics", 20, 5, lambda url, timeout: None, clock, clock.sleep)
+    assert said == "the engine did not answer for 20 s: stopping anyway"
+
+
+def test_read_tells_a_stopped_engine_from_a_slow_one() -> None:
+    """Nothing listening on a loopback port: refused. A server that accepts and never answers: None."""
+    closed = socket.create_server(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    with pytest.raises(ConnectionRefusedError):
+        read(f"http://127.0.0.1:{port}/metrics", 5)
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        assert read(f"http://127.0.0.1:{silent.getsockname()[1]}/metrics", 0.2) is None
 
 
 @pytest.fixture

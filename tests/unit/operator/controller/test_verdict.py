@@ -7,6 +7,7 @@ from typing import Any
 
 from specinfer_operator.api.rollout import CanarySettings
 from specinfer_operator.controller import verdict
+from specinfer_operator.controller.canary import rescaled
 from specinfer_operator.tuning.model import Cost
 from tests.support.statuses import DESIRED, good_status
 
@@ -205,3 +206,52 @@ def test_a_person_promotes_or_aborts_whatever_the_figures() -> None:
     aborted = verdict.judge(trial(fast), stable, 2, True, SETTINGS, FLOOR, "abort")
     assert (aborted.action, aborted.reason) == ("rollback", "AbortedByHand")
     assert verdict.judge(trial(fast), stable, 2, True, SETTINGS, FLOOR, "promte").action == "wait"
+
+
+def at(minute: int) -> str:
+    return f"2026-11-29T10:{minute:02d}:00Z"
+
+
+def windowed(config_hash: str, milliseconds: float, batch: float, minute: int) -> dict[str, Any]:
+    """Figures of the two minutes before `minute`."""
+    return {**figures(config_hash, 3.0, milliseconds, batch, time=at(minute)), "windowSeconds": 120}
+
+
+def test_a_scale_event_neither_promotes_nor_rolls_back_a_canary() -> None:
+    """Two comparisons said the canary is as fast; then the autoscaler doubled the engines at 10:05. The stable pods'
+    window straddling the scale shows them faster per request (half the batch for part of it): a third comparison
+    would complete the count and decide. The verdict waits for figures of both sides measured wholly after the
+    scale, and the rescaled record starts its comparisons over."""
+    kept = tuple(
+        verdict.compare(windowed(DESIRED.config_hash, 4.0, 8.0, m), windowed("good", 4.0, 8.0, m), None)[0] or {}
+        for m in (3, 4)
+    )
+    record = {**trial(windowed(DESIRED.config_hash, 4.0, 8.0, 7), kept), "scaledTime": at(5)}
+    straddling = windowed("good", 3.0, 7.0, 6)  # 10:04 to 10:06: mostly at half the batch, faster per step
+    said = verdict.judge(record, straddling, 2, True, SETTINGS, FLOOR, None)
+    assert said.action == "wait"
+    assert said.message == f"waiting for figures measured wholly after the replicas changed at {at(5)}"
+    without_the_scale = {k: v for k, v in record.items() if k != "scaledTime"}
+    assert verdict.judge(without_the_scale, straddling, 2, True, SETTINGS, FLOOR, None).action != "wait"
+    after = rescaled({**record, "replicas": 1, "stableReplicas": 1}, 2, 2, at(5))
+    assert "comparisons" not in after
+    assert (after["replicas"], after["stableReplicas"], after["scaledTime"]) == (2, 2, at(5))
+
+    # A canary's figures from before the scale do not count either, whatever the stable pods show.
+    record = {**trial(windowed(DESIRED.config_hash, 8.0, 8.0, 5), kept), "scaledTime": at(5)}
+    assert verdict.judge(record, windowed("good", 4.0, 8.0, 7), 2, True, SETTINGS, FLOOR, None).action == "wait"
+
+    # Both windows after the scale: compared again, from the first comparison.
+    record = {**trial(windowed(DESIRED.config_hash, 4.0, 4.0, 7), ()), "scaledTime": at(5)}
+    said = verdict.judge(record, windowed("good", 4.0, 4.0, 7), 2, True, SETTINGS, FLOOR, None)
+    assert said.action == "wait"
+    assert said.message.startswith("compared 1/3 times")
+
+
+def test_a_sequential_canary_after_a_scale_waits_for_its_own_figures_only() -> None:
+    """With every pod in the canary the reference is the last good configuration's figures at the start: only the
+    canary's own window must follow the scale."""
+    baseline = windowed("good", 4.0, 1.0, 1)
+    record = {**trial(windowed(DESIRED.config_hash, 4.0, 1.0, 9), ()), "baseline": baseline, "scaledTime": at(5)}
+    said = verdict.judge(record, None, 0, True, SETTINGS, FLOOR, None)
+    assert said.message.startswith("compared 1/3 times")

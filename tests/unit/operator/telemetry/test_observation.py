@@ -53,6 +53,7 @@ def test_the_first_figures_are_written_with_their_configuration() -> None:
         "acceptanceRate": 0.75,
         "meanAcceptanceLength": 4.0,
         "positionAcceptanceRates": [0.75, 0.5, 0.25, 0.0],
+        "draftTokensPerDraft": 4.0,
     }
     low = change.patch["conditions"][-1]
     assert (low["type"], low["status"], low["reason"]) == ("LowAcceptance", "False", "AboveThreshold")
@@ -75,6 +76,18 @@ def test_nothing_measured_is_not_refreshed() -> None:
     assert first.patch["speculation"]["observed"]["podsMeasured"] == 0
     current = apply(status(), first.patch)
     assert update(current, silent, SETTINGS, 3, LATER, refresh=300) is None
+
+
+def test_the_k_in_force_and_the_load_per_engine_are_news() -> None:
+    """Under a schedule the K drafted follows the batch: a scale event that halves the batch per engine, and the K
+    that comes with it, are written at once, not at the next refresh; jitter is not."""
+    before = {"configHash": "abc", "pods": 2, "podsMeasured": 2, "draftTokensPerDraft": 2.0, "decodeBatch": 8.0}
+    assert not moved(before, {**before, "draftTokensPerDraft": 2.2, "decodeBatch": 9.5})
+    assert moved(before, {**before, "draftTokensPerDraft": 3.9})
+    assert moved(before, {**before, "decodeBatch": 4.1})
+    assert moved(before, {k: v for k, v in before.items() if k != "decodeBatch"})
+    half = Figures(2, 2, 300.0, Counts(200, 500, 300, (150, 100, 50, 0)))
+    assert observed(half, "abc", T0)["draftTokensPerDraft"] == 2.5  # a schedule's K 2 and K 3 steps, half each
 
 
 def test_moved_tolerances() -> None:
