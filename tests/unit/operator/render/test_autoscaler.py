@@ -3,15 +3,18 @@ compute from the engines' series, and a spec without a target or with its range 
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from specinfer_operator.render.admission import check
-from specinfer_operator.render.autoscaler import adapter_rules, targets
+from specinfer_operator.render.autoscaler import SCALED_OBJECT, adapter_rules, targets
 from specinfer_operator.render.children import RenderDefaults, config_hash, family_hash, render
 from specinfer_runtime.quantity import parse
-from tests.support.builders import cr, resource
+from tests.support.builders import cr, example, resource
 
 NGRAM = {"model": {"name": "m"}, "speculative": {"method": "ngram", "numSpeculativeTokens": 3}}
 SCALED = {**NGRAM, "autoscaling": {"minReplicas": 1, "maxReplicas": 4, "queueDepth": 3, "decodeTokensPerSecond": 20}}
@@ -145,3 +148,26 @@ def test_keda_thresholds_are_what_the_autoscaler_targets() -> None:
 def test_a_manifest_without_a_namespace_selects_its_series_by_name() -> None:
     (scaled,) = [o for o in render(cr(SCALED), KEDA) if o["kind"] == "ScaledObject"]
     assert '{name="demo"}' in scaled["spec"]["triggers"][0]["metadata"]["query"]
+
+
+def test_the_autoscalers_the_docs_show_are_what_the_operator_renders() -> None:
+    """docs/autoscaling.md shows the example's HorizontalPodAutoscaler and, in team-a with KEDA, its ScaledObject:
+    they cannot drift from the rendering (labels and owner left out of the page)."""
+    page = (Path(__file__).resolve().parents[4] / "docs" / "autoscaling.md").read_text()
+    shown = {
+        doc["kind"]: doc
+        for block in re.findall(r"```yaml\n(.*?)```", page, re.DOTALL)
+        if isinstance(doc := yaml.safe_load(block), dict)
+        and doc.get("kind") in ("HorizontalPodAutoscaler", SCALED_OBJECT)
+    }
+    manifest = example("autoscaling/ngram")
+    name = manifest["metadata"]["name"]
+    keda = RenderDefaults(keda_prometheus="http://prometheus-operated.monitoring.svc:9090")
+    rendered = {
+        "HorizontalPodAutoscaler": render(cr(manifest["spec"], name=name)),
+        SCALED_OBJECT: render(cr(manifest["spec"], name=name, namespace="team-a"), keda),
+    }
+    for kind, children in rendered.items():
+        (child,) = [o for o in children if o["kind"] == kind]
+        child["metadata"] = {k: v for k, v in child["metadata"].items() if k in ("name", "namespace")}
+        assert shown[kind] == child, kind
