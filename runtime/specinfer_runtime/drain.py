@@ -56,8 +56,6 @@ def read(url: str, timeout: float) -> bytes | None:
         if isinstance(error.reason, ConnectionRefusedError):
             raise error.reason from None
         return None
-    except ConnectionRefusedError:
-        raise
     except OSError:
         return None
     return body if len(body) <= MAX_BODY else None

@@ -94,6 +94,22 @@ def cluster() -> Iterator[Cluster]:
             subprocess.run([str(CLUSTER), "down"], check=False)
 
 
+CACHE = Path(os.environ.get("SPECINFER_CACHE", Path.home() / ".cache" / "specinfer"))
+
+
+def pinned() -> dict[str, str]:
+    """hack/versions.env: each pinned version by its variable."""
+    lines = (ROOT / "hack" / "versions.env").read_text().splitlines()
+    return {key: value.strip() for key, _, value in (line.partition("=") for line in lines) if value}
+
+
+def module_crd(target: str, stem: str, version: str) -> Path:
+    """A CRD build-binaries.sh fetches from its project's module (`target`), once, into the cache as
+    crds/STEM-VERSION.yaml, VERSION pinned in hack/versions.env under `version`."""
+    subprocess.run([str(ROOT / "hack" / "build-binaries.sh"), target], check=True)
+    return CACHE / "crds" / f"{stem}-{pinned()[version]}.yaml"
+
+
 @pytest.fixture(scope="session")
 def gitops_tools() -> dict[str, Path]:
     """The healthcheck tool (Argo CD Lua, kstatus), the prometheus-operator CRDs and the Flux and Argo CD CRDs
@@ -103,10 +119,7 @@ def gitops_tools() -> dict[str, Path]:
         *("healthcheck", "monitoring-crds", "gitops-crds", "prometheus", "prometheus-adapter"),
     ]
     subprocess.run(build, check=True)
-    cache = Path(os.environ.get("SPECINFER_CACHE", Path.home() / ".cache" / "specinfer"))
-    versions = dict(
-        line.split("=", 1) for line in (ROOT / "hack" / "versions.env").read_text().splitlines() if "=" in line
-    )
+    cache, versions = CACHE, pinned()
     binaries = cache / "bin"
     crds = cache / "crds" / f"monitoring-{versions['PROMETHEUS_OPERATOR_VERSION'].strip()}"
     flux = ("FLUX_SOURCE_CONTROLLER_VERSION", "FLUX_HELM_CONTROLLER_VERSION", "FLUX_KUSTOMIZE_CONTROLLER_VERSION")

@@ -24,7 +24,6 @@ import json
 import subprocess
 import time
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from hack.engine import PROMPTS, REPETITIVE
 from hack.kubeclient import Cluster, wait_until
 from hack.podengine import Fleet, Gateway
 from hack.tinymodel import TinyModels
+from specinfer_operator.api.timestamps import parse as parse_time
 from specinfer_operator.render.autoscaler import adapter_rules
 from specinfer_runtime.quantity import parse
 from specinfer_runtime.tokens import SCHEDULE_FIELD
@@ -171,7 +171,7 @@ def settled(cluster: Cluster, namespace: str, since: float, engines: int) -> dic
         measured = observed.get("measuredTime")
         if not measured or observed.get("podsMeasured") != engines or "draftTokensPerDraft" not in observed:
             return None
-        start = datetime.fromisoformat(measured.replace("Z", "+00:00")).timestamp() - observed["windowSeconds"]
+        start = parse_time(measured).timestamp() - observed["windowSeconds"]
         return observed if start >= since else None
 
     try:

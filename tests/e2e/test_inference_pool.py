@@ -6,16 +6,13 @@ and says what to install, and gets its pool once the CRD is there, without an ed
 
 from __future__ import annotations
 
-import os
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from hack.kubeclient import Cluster, pods, wait_until
 from specinfer_operator.render.children import inference_pool, label_selector
-from tests.e2e.conftest import ROOT, Operator
+from tests.e2e.conftest import Operator, module_crd
 from tests.e2e.test_canary import canary_spec, hashes
 from tests.e2e.test_groups import group
 from tests.e2e.test_operator import apply, condition, resource, spec, wait_ready, wait_resource
@@ -26,19 +23,9 @@ POOL_CRD = "inferencepools.inference.networking.k8s.io"  # also kubectl's name f
 TRACK = "specinfer.io/track"
 
 
-def crd_file() -> Path:
-    """The InferencePool CRD of the pinned Gateway API Inference Extension, fetched into the cache (once: a
-    second call finds it there)."""
-    subprocess.run([str(ROOT / "hack" / "build-binaries.sh"), "inferencepool-crd"], check=True)
-    cache = Path(os.environ.get("SPECINFER_CACHE", Path.home() / ".cache" / "specinfer"))
-    versions = dict(
-        line.split("=", 1) for line in (ROOT / "hack" / "versions.env").read_text().splitlines() if "=" in line
-    )
-    return cache / "crds" / f"inferencepools-{versions['GATEWAY_API_INFERENCE_EXTENSION_VERSION'].strip()}.yaml"
-
-
 def install(cluster: Cluster) -> None:
-    cluster.kubectl("apply", "--server-side", "-f", str(crd_file()))
+    crd = module_crd("inferencepool-crd", "inferencepools", "GATEWAY_API_INFERENCE_EXTENSION_VERSION")
+    cluster.kubectl("apply", "--server-side", "-f", str(crd))
     cluster.kubectl("wait", "--for=condition=Established", f"crd/{POOL_CRD}", "--timeout=60s")
 
 

@@ -7,7 +7,6 @@ test_autoscaling.py, from the same queries."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 import yaml
 
 from hack.kubeclient import Cluster, wait_until
-from tests.e2e.conftest import ROOT, Operator
+from tests.e2e.conftest import ROOT, Operator, module_crd
 from tests.e2e.test_operator import apply, spec, wait_ready
 
 CRD = "scaledobjects.keda.sh"
@@ -25,18 +24,10 @@ PROMETHEUS = "http://127.0.0.1:9090"  # written into the triggers, never dialled
 AUTOSCALING = {"maxReplicas": 3, "queueDepth": 4, "kvCacheUsagePercent": 80, "decodeTokensPerSecond": 25}
 
 
-def crd_file() -> Path:
-    subprocess.run([str(ROOT / "hack" / "build-binaries.sh"), "keda-crd"], check=True)
-    cache = Path(os.environ.get("SPECINFER_CACHE", Path.home() / ".cache" / "specinfer"))
-    versions = dict(
-        line.split("=", 1) for line in (ROOT / "hack" / "versions.env").read_text().splitlines() if "=" in line
-    )
-    return cache / "crds" / f"keda-scaledobjects-{versions['KEDA_VERSION'].strip()}.yaml"
-
-
 @pytest.fixture
 def keda_crd(cluster: Cluster) -> Iterator[None]:
-    cluster.kubectl("apply", "--server-side", "-f", str(crd_file()))
+    crd = module_crd("keda-crd", "keda-scaledobjects", "KEDA_VERSION")
+    cluster.kubectl("apply", "--server-side", "-f", str(crd))
     cluster.kubectl("wait", "--for=condition=Established", f"crd/{CRD}", "--timeout=60s")
     try:
         yield
