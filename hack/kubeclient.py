@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,15 +73,19 @@ def transport_failure(stderr: str) -> bool:
     return any(failure in stderr for failure in TRANSPORT_FAILURES)
 
 
-def wait_until(what: str, check: Any, timeout: float = 60, interval: float = 0.5) -> Any:
-    """Poll `check` until it returns something truthy; fail with `what` after `timeout` seconds."""
+def wait_until(
+    what: str, check: Any, timeout: float = 60, interval: float = 0.5, state: Callable[[], str] | None = None
+) -> Any:
+    """Poll `check` until it returns something truthy; fail with `what` after `timeout` seconds, and with what
+    `state` says then, if given (what the test saw, to explain the failure)."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+            seen = f" ({state()})" if state is not None else ""
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{seen}")
         time.sleep(interval)
 
 

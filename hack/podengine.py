@@ -331,6 +331,7 @@ class Gateway:
         self.spans: list[tuple[str, float, float]] = []  # pod, start and end of each request that completed
         self.failed: list[str] = []
         self.active = 0  # clients sending; the others wait
+        self.started = time.monotonic()
         self.stopped, self.guard, self.turn = threading.Event(), threading.Lock(), count()
         self.refresh_once()
         self.threads = [threading.Thread(target=self.refresh, daemon=True)]
@@ -398,6 +399,18 @@ class Gateway:
     def answered(self, name: str) -> None:
         with self.guard:
             self.in_flight[name] -= 1
+
+    def summary(self) -> str:
+        """What each endpoint did so far, for a failure message: completed, in flight, the first completion's
+        seconds since the clients started, and the failures."""
+        with self.guard:
+            first = {n: min(end for m, _, end in self.spans if m == n) - self.started for n in self.completed}
+            rows = [
+                f"{n}: {self.completed.get(n, 0)} completed, {self.in_flight.get(n, 0)} in flight"
+                + (f", first after {first[n]:.0f} s" if n in first else "")
+                for n in sorted(set(self.endpoints) | set(self.completed) | set(self.in_flight))
+            ]
+            return "; ".join(rows) + f"; failed: {self.failed[-3:]} ({len(self.failed)} in all)"
 
     def stop(self) -> None:
         self.stopped.set()

@@ -14,8 +14,8 @@ faster than one (they share the CPU), so what the second engine buys is not meas
 bench/autoscale_day.py, from profiles measured on one engine.
 
 The engines serve a schedule of K by batch size, and the operator's status says, for each load, the batch an engine
-served and the K it drafted: the load doubled on one engine moves the K in force down the schedule, and the doubled
-engines bring each back to the batch, and the K, of half the load.
+served and the K it drafted: the load raised on one engine moves the K in force down the schedule, and with two
+engines each drafts the K of the batch it serves.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import json
 import subprocess
 import time
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -49,16 +50,19 @@ VERSIONS = ("v1beta1", "v1beta2")
 WINDOW = f"{10 * PROMETHEUS_SCRAPE}s"  # the adapter's rate window: ten of Prometheus' scrapes here
 SPEED = "specinfer_decode_milliseconds_per_token"
 MAX_TOKENS = 48
+# A load misses the objective when the adapter's figure is this far beyond it: past the autoscaler's 10 % tolerance,
+# and far enough that the status, averaged over a longer window (spec.telemetry's), says so as well.
+MISSED_BY = 1.25
+DRAFTED = 0.25  # drafted tokens per draft: what a window's mean K may stray from the schedule's at its batch
 # seconds: spec.autoscaling.scaleDownStabilizationSeconds while the second engine loads (the load held), then after
 DOWN_WINDOW, LAST_DOWN_WINDOW = 120, 20
 INTERVAL, TELEMETRY_WINDOW = EAGER_REFRESH, 60  # seconds: spec.telemetry's scrapes and the window its figures cover
-# K by batch size as the load sweep has it (fewer drafts as the batch grows), one K per batch size an engine serves
-# at the test's loads (its decode batch is below the concurrency: requests also prefill), so that doubling the load
-# changes the K in force. At most 4: the tiny model's greedy text repeats every four tokens, so ngram finds no more
-# to propose.
+# K by batch size as the load sweep has it (fewer drafts as the batch grows), one K per doubling of the batch, so
+# that the loads the test raises (its decode batch is below the concurrency: requests also prefill) change the K in
+# force. At most 4: the tiny model's greedy text repeats every four tokens, so ngram finds no more to propose.
 SCHEDULE = [
     {"minBatchSize": low, "maxBatchSize": high, "numSpeculativeTokens": k}
-    for low, high, k in ((1, 1, 4), (2, 2, 3), (3, 4, 2), (5, 256, 1))
+    for low, high, k in ((1, 1, 4), (2, 3, 3), (4, 7, 2), (8, 256, 1))
 ]
 
 
@@ -236,7 +240,11 @@ def test_the_autoscaler_adds_an_engine_when_requests_slow_down_and_removes_it_wh
             try:
                 missed = wait_until(
                     f"requests to miss {objective} tokens/s at concurrency {concurrency}",
-                    lambda: (value := adapter.value(namespace, NAME, SPEED)) and value > 1000 / objective and value,
+                    lambda: (
+                        (value := adapter.value(namespace, NAME, SPEED))
+                        and value > MISSED_BY * 1000 / objective
+                        and value
+                    ),
                     60,
                     5,
                 )
@@ -249,8 +257,12 @@ def test_the_autoscaler_adds_an_engine_when_requests_slow_down_and_removes_it_wh
         wait_until(
             "the status to say the objective is missed",
             lambda: resource(cluster, namespace, NAME)["status"]["autoscaling"].get("objective") == "Missed",
-            120,
+            TELEMETRY_WINDOW + 120,
             2,
+            state=lambda: (
+                f"the status: {resource(cluster, namespace, NAME)['status'].get('autoscaling')}, "
+                f"the adapter: {adapter.value(namespace, NAME, SPEED)} ms per token"
+            ),
         )
         wait_until("the autoscaler to add an engine", lambda: replicas(cluster, namespace) == 2, 120, 2)
         figures[concurrency] = settled(cluster, namespace, loads[concurrency], 1)  # the second engine not serving yet
@@ -265,16 +277,21 @@ def test_the_autoscaler_adds_an_engine_when_requests_slow_down_and_removes_it_wh
         print(f"two engines at concurrency {concurrency}: {adapter.value(namespace, NAME, SPEED)} ms per token")
         assert load.failed == []
 
-        # Speculation followed the batch: the load doubled on one engine and the K in force went down the schedule;
-        # with two engines each serves the batch of half the load again, and drafts that batch's K again.
-        half, alone_at_full = figures[concurrency // 2], figures[concurrency]
+        # Speculation followed the batch. On one engine, the load raised the batch it served and moved the K in force
+        # down the schedule. With two engines the status gives one engine's batch (each holds half the clients), and
+        # its K is the schedule's at that batch: over every figure, the larger the batch, the fewer the drafts. (Two
+        # engines share these two cores, so each is slower than one alone and its batch is not half the load's:
+        # bench/autoscale_day.py measures what a second engine buys.)
         for c, f in sorted({**figures, 0: both}.items()):
             where = "two engines" if c == 0 else f"concurrency {c}"
             print(f"{where}: batch {f['decodeBatch']} per engine, K in force {f['draftTokensPerDraft']}")
-        assert alone_at_full["decodeBatch"] > half["decodeBatch"]  # at low loads prefill holds it below 1.25x
-        assert alone_at_full["draftTokensPerDraft"] < half["draftTokensPerDraft"] - 0.25
-        for figure in ("decodeBatch", "draftTokensPerDraft"):  # back where half the load had them
-            assert abs(both[figure] - half[figure]) < abs(both[figure] - alone_at_full[figure]), figure
+        lightest, heaviest = figures[1], figures[concurrency]
+        assert heaviest["decodeBatch"] > lightest["decodeBatch"]
+        assert heaviest["draftTokensPerDraft"] < lightest["draftTokensPerDraft"] - DRAFTED
+        assert both["decodeBatch"] <= concurrency / 2 + 1  # one engine's batch, not the sum of both
+        by_batch = sorted([*figures.values(), both], key=lambda f: float(f["decodeBatch"]))
+        for smaller, larger in pairwise(by_batch):
+            assert larger["draftTokensPerDraft"] <= smaller["draftTokensPerDraft"] + DRAFTED, by_batch
         assert both["configHash"] == config_hash
 
         # The load stops: after the scale-down window (shorter now that no engine loads) the autoscaler takes the

@@ -43,15 +43,21 @@ def test_scaling_from_three_engines_to_one_completes_every_request(
         stop_following = fleet.follow()
         gateway = Gateway(cluster, namespace, NAME, fleet, PROMPTS[REPETITIVE], TOKENS)
         gateway.raise_to(CLIENTS)
-        wait_until("every engine to serve requests", lambda: set(gateway.completed) == pods, 300, 1)
+        served = gateway
+        wait_until("every engine to serve requests", lambda: set(served.completed) == pods, 300, 1, served.summary)
         cluster.kubectl("scale", "specinference", "-n", namespace, NAME, "--replicas=1")
-        wait_until("two engines to leave", lambda: len(fleet.drained) == 2, 300, 1)
+        wait_until("two engines to leave", lambda: len(fleet.drained) == 2, 300, 1, served.summary)
         left = set(fleet.drained)
         (staying,) = pods - left
         before = gateway.completed.get(staying, 0)
-        wait_until("the staying engine to keep serving", lambda: gateway.completed.get(staying, 0) > before + 4, 120)
+        wait_until(
+            "the staying engine to keep serving",
+            lambda: served.completed.get(staying, 0) > before + 4,
+            120,
+            state=served.summary,
+        )
         gateway.stop()
-        print(f"completed per pod: {gateway.completed}; the leaving pods' preStop: {fleet.drained}")
+        print(f"{gateway.summary()}; the leaving pods' preStop: {fleet.drained}")
         assert gateway.failed == []
         assert all(said.endswith("no request in flight") for said in fleet.drained.values()), fleet.drained
         assert all(gateway.completed[name] > 0 for name in pods)
