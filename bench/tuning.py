@@ -13,7 +13,7 @@ table shows every K, the best, and where each start ended: the target is within 
 never below the start. A CPU engine's step time varies by several percent from one start to the next:
 leave the machine alone while it runs.
 
-Run `make bench-tuning` (about 45 minutes on 2 cores; `--quick` measures K 1, 2, 4 and 8 first, and another
+Run `make bench-tuning` (about 25 minutes on 2 cores; `--quick` measures K 1, 2, 4 and 8 first, and another
 K only when the recommendation asks for it,
 `--save-metrics DIR` keeps each engine's /metrics for `specinfer tune`).
 """
