@@ -119,15 +119,15 @@ def gitops_tools() -> dict[str, Path]:
         *("healthcheck", "monitoring-crds", "gitops-crds", "prometheus", "prometheus-adapter"),
     ]
     subprocess.run(build, check=True)
-    cache, versions = CACHE, pinned()
-    binaries = cache / "bin"
-    crds = cache / "crds" / f"monitoring-{versions['PROMETHEUS_OPERATOR_VERSION'].strip()}"
+    versions = pinned()
+    binaries = CACHE / "bin"
+    crds = CACHE / "crds" / f"monitoring-{versions['PROMETHEUS_OPERATOR_VERSION']}"
     flux = ("FLUX_SOURCE_CONTROLLER_VERSION", "FLUX_HELM_CONTROLLER_VERSION", "FLUX_KUSTOMIZE_CONTROLLER_VERSION")
-    gitops = "-".join(versions[v].strip() for v in (*flux, "ARGOCD_VERSION"))  # as build-binaries.sh names it
+    gitops = "-".join(versions[v] for v in (*flux, "ARGOCD_VERSION"))  # as build-binaries.sh names it
     return {
         "healthcheck": binaries / "healthcheck",
         "monitoring-crds": crds,
-        "gitops-crds": cache / "crds" / f"gitops-{gitops}",
+        "gitops-crds": CACHE / "crds" / f"gitops-{gitops}",
         "prometheus": binaries / "prometheus",
         "promtool": binaries / "promtool",
         "prometheus-adapter": binaries / "prometheus-adapter",

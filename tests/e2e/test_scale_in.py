@@ -41,28 +41,27 @@ def test_scaling_from_three_engines_to_one_completes_every_request(
         fleet.serve({config_hash: 3})
         pods = set(fleet.engines)
         stop_following = fleet.follow()
-        gateway = Gateway(cluster, namespace, NAME, fleet, PROMPTS[REPETITIVE], TOKENS)
-        gateway.raise_to(CLIENTS)
-        served = gateway
+        gateway = served = Gateway(cluster, namespace, NAME, fleet, PROMPTS[REPETITIVE], TOKENS)
+        served.raise_to(CLIENTS)
         wait_until("every engine to serve requests", lambda: set(served.completed) == pods, 300, 1, served.summary)
         cluster.kubectl("scale", "specinference", "-n", namespace, NAME, "--replicas=1")
         wait_until("two engines to leave", lambda: len(fleet.drained) == 2, 300, 1, served.summary)
         left = set(fleet.drained)
         (staying,) = pods - left
-        before = gateway.completed.get(staying, 0)
+        before = served.completed.get(staying, 0)
         wait_until(
             "the staying engine to keep serving",
             lambda: served.completed.get(staying, 0) > before + 4,
             120,
             state=served.summary,
         )
-        gateway.stop()
-        print(f"{gateway.summary()}; the leaving pods' preStop: {fleet.drained}")
-        assert gateway.failed == []
+        served.stop()
+        print(f"{served.summary()}; the leaving pods' preStop: {fleet.drained}")
+        assert served.failed == []
         assert all(said.endswith("no request in flight") for said in fleet.drained.values()), fleet.drained
-        assert all(gateway.completed[name] > 0 for name in pods)
+        assert all(served.completed[name] > 0 for name in pods)
         # Requests were in flight on the leaving engines when their pods left, and they completed.
-        spanning = [(n, a, b) for n, a, b in gateway.spans if n in fleet.left and a < fleet.left[n] < b]
+        spanning = [(n, a, b) for n, a, b in served.spans if n in fleet.left and a < fleet.left[n] < b]
         assert spanning, "no request was in flight on a leaving engine: the test showed nothing"
     finally:
         if gateway is not None:
