@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specinfer_runtime import compat, fetch, multinode, preflight
+from specinfer_runtime import compat, fetch, multinode, preflight, samples
 from specinfer_runtime.advisories import advise
 from specinfer_runtime.argv import vllm_argv
 from specinfer_runtime.engine import LISTEN_ADDRESS_ENV, EngineSpec
@@ -162,7 +162,9 @@ def prepare(config: str, argv: Sequence[str], environment: Environment | None) -
     problems = check(spec, environment, preflight.read_model_config)
     if problems:
         raise PreflightError("preflight failed: " + "; ".join(problems))
-    command = listening(command, environment.env.get(LISTEN_ADDRESS_ENV, "").strip()) + rank
+    # The recorder of spec.learning runs inside vLLM's API server, when the operator set its directory.
+    recorder = samples.middleware_flags(environment.env)
+    command = listening(command, environment.env.get(LISTEN_ADDRESS_ENV, "").strip()) + rank + recorder
     return Launch(command, {**multinode.environment(spec, environment.env, environment.interface), **tokens})
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.support.policyspecs import CONTROL_PLANE, DIGEST, Refused, overlay, sidecar
+from tests.support.policyspecs import CONTROL_PLANE, DIGEST, Refused, learning, overlay, sidecar
 
 POD_CASES: list[tuple[str, dict[str, Any], dict[str, Any], Refused]] = [
     # Placement, scheduling, runtime class, grace period, AppArmor, Service type, NPU resource.
@@ -163,6 +163,21 @@ POD_CASES: list[tuple[str, dict[str, Any], dict[str, Any], Refused]] = [
         None,
     ),
     ("an Ascend 310P", {"resources": {"npuResourceName": "huawei.com/Ascend310P"}}, {}, None),
+    # Learning: on by default, off by the policy; the training image is an image like the engine's.
+    ("a draft that learns", learning(), {}, None),
+    ("a draft that learns, learning forbidden", learning(), {"learningAllowed": False}, "spec.learning"),
+    (
+        "a training image outside the prefix",
+        learning(image="registry.example.com/ml-evil/trainer:1"),
+        {"allowedImagePrefixes": ["registry.example.com/ml"]},
+        "spec.runtime.image",
+    ),
+    (
+        "a training image under the prefix",
+        learning(image="registry.example.com/ml/trainer:1"),
+        {"allowedImagePrefixes": ["registry.example.com/ml"]},
+        None,
+    ),
     # Image references are parsed before a prefix is compared.
     (
         "an image that climbs out of the prefix",

@@ -32,6 +32,7 @@ HIDDEN = {"method": "extract_hidden_states", "numSpeculativeTokens": 1}
 CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
 SECRET_ENV = {"name": "DB", "valueFrom": {"secretKeyRef": {"name": "db-password", "key": "password"}}}
 DIGEST = "sha256:" + "0" * 64
+EAGLE3 = {"method": "eagle3", "numSpeculativeTokens": 3, "draftModel": {"name": "d"}}
 Refused = str | tuple[str, ...] | None
 
 
@@ -45,6 +46,11 @@ def draft(source: dict[str, Any]) -> dict[str, Any]:
 
 def hidden(storage: dict[str, Any]) -> dict[str, Any]:
     return {"speculative": {**HIDDEN, "hiddenStates": {"layerIds": [2], "storage": storage}}}
+
+
+def learning(**training: Any) -> dict[str, Any]:
+    """A spec that learns its draft (spec.learning), with these training settings."""
+    return {"speculative": EAGLE3, "rollout": {"strategy": "Canary"}, "learning": {"training": training}}
 
 
 def sidecar(**container: Any) -> dict[str, Any]:

@@ -37,6 +37,8 @@ PRINTER_COLUMNS = [
     # With spec.autoscaling: the replicas the autoscaler may set, and whether requests get the speed objective.
     {"name": "Autoscale", "type": "string", "jsonPath": ".status.autoscaling.range"},
     {"name": "Objective", "type": "string", "jsonPath": ".status.autoscaling.objective"},
+    # With spec.learning: the draft generation in force (spec, or gen-N).
+    {"name": "Draft", "type": "string", "jsonPath": ".status.learning.draft"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     {"name": "Accept", "type": "number", "jsonPath": ".status.speculation.observed.acceptanceRate", "priority": 1},
     {"name": "Measured", "type": "integer", "jsonPath": ".status.speculation.observed.podsMeasured", "priority": 1},

@@ -210,6 +210,11 @@ class TenantPolicySpec(Section):
         description="Whether pod annotations container.apparmor.security.beta.kubernetes.io/* may set a profile "
         "other than runtime/default or localhost/* (unconfined), which Pod Security baseline refuses.",
     )
+    learning_allowed: bool = Field(
+        default=True,
+        description="Whether a resource may set spec.learning: its engines then record a share of the prompts they "
+        "serve on a claim of the namespace, and Jobs train drafts on them with the namespace's NPUs.",
+    )
 
     default_engine_versions: EngineVersions | None = Field(
         default=None,

@@ -1,5 +1,5 @@
 """The tenant policy's pod and Service rules: sidecars, the ServiceAccount, images, runtime class, grace period,
-AppArmor, the NPU resource and the Service type.
+AppArmor, the NPU resource, the Service type and learning.
 
 Images are compared as references: a reference must follow the grammar of container image references
 (`[registry[:port]/]path[:tag][@digest]`, as github.com/distribution/reference parses them: no empty or `..`
@@ -42,11 +42,13 @@ def _image_allowed(image: str) -> str:
 def _refused_images() -> str:
     """CEL: the images of the engine and the containers that are not allowed."""
     engine = f"{SPEC}.runtime.image"
+    trainer = f"{SPEC}.learning.training.image"
     sidecars = [
         listed(f"{OVERLAY}.{group}", lambda c: f"{c}.filter(c, !({_image_allowed('c.image')})).map(c, c.image)")
         for group in ("containers", "initContainers")
     ]
-    return " + ".join([f"({present(engine)} && !({_image_allowed(engine)}) ? [{engine}] : [])", *sidecars])
+    own = [f"({present(image)} && !({_image_allowed(image)}) ? [{image}] : [])" for image in (engine, trainer)]
+    return " + ".join([*own, *sidecars])
 
 
 def _not_root(c: str) -> str:
@@ -115,6 +117,7 @@ POD_RULES: tuple[Rule, ...] = (
     ),
     forbid(
         f"size({PREFIXES}) == 0 || ((!has({SPEC}.runtime.image) || {_image_allowed(f'{SPEC}.runtime.image')}) "
+        f"&& (!({present(f'{SPEC}.learning.training.image')}) || {_image_allowed(f'{SPEC}.learning.training.image')}) "
         f"&& ({containers(lambda c: _image_allowed(f'{c}.image'))}))",
         f"images %s are not allowed by {WHY}, which allows image references ([registry/]path[:tag][@digest], "
         "every component a name: no empty or '..' one) under %s, component by component: use an image from an "
@@ -151,6 +154,12 @@ POD_RULES: tuple[Rule, ...] = (
         "maxUnavailable: 1",
         ".spec.disruptionBudget",
         (_PODS,),
+    ),
+    forbid(
+        f"params.spec.learningAllowed || !has({SPEC}.learning)",
+        f"{WHY} does not allow learning (engines recording the prompts they serve, Jobs training drafts on them): "
+        "remove spec.learning, or ask the platform team to allow it",
+        ".spec.learning",
     ),
     _listed(
         f"{SPEC}.resources.npuResourceName",

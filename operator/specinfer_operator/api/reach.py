@@ -21,6 +21,7 @@ WORKLOAD = "Deployment or LeaderWorkerSet"
 BUDGET = "PodDisruptionBudget"
 AUTOSCALER = "HorizontalPodAutoscaler"
 POOL = "InferencePool"
+LEARNING = "PersistentVolumeClaim, training Job"
 NONE = "none (the operator's own)"
 
 _QUOTA = "the pods' requests and limits, which the namespace's ResourceQuota and LimitRange bound as for any pod"
@@ -345,6 +346,31 @@ FIELDS: tuple[Reach, ...] = (
     ),
     Reach(
         "spec.telemetry.*", NONE, (), "the operator's scrape of the resource's own pods, bounded (see Untrusted pods)"
+    ),
+    Reach(
+        "spec.learning.kind",
+        f"{LEARNING}, {POD}",
+        ("learningAllowed",),
+        "the engines record a share of the prompts they serve on a claim of the namespace the resource owns, and "
+        "Jobs of the namespace train on them: whether any of it may happen",
+    ),
+    Reach(
+        "spec.learning.{storage.*,sampling.*,triggers.*}",
+        f"{LEARNING}, {CONTAINER}",
+        (),
+        "the claim's size and class (the namespace's storage quota bounds it), and what the engines record on it",
+    ),
+    Reach(
+        "spec.learning.training.image",
+        LEARNING,
+        ("allowedImagePrefixes",),
+        "parsed as an image reference, then compared with the prefixes component by component, as spec.runtime.image",
+    ),
+    Reach(
+        "spec.learning.training.{npus,cpu,memory,deadlineSeconds,epochs,learningRate,maxOutputTokens}",
+        LEARNING,
+        (),
+        f"the Job's pod gets {_QUOTA}; it runs under the engine pods' security context, for a bounded time",
     ),
 )
 

@@ -13,6 +13,8 @@ from pydantic import Field
 from specinfer_operator.api.autoscaling import AutoscalingSettings
 from specinfer_operator.api.container import ProbeSettings, ResourceSettings, RuntimeSettings
 from specinfer_operator.api.engine import DECLARED_RULES
+from specinfer_operator.api.learning import SPEC_RULES as LEARNING_RULES
+from specinfer_operator.api.learning import LearningSettings
 from specinfer_operator.api.metadata import ObjectMeta
 from specinfer_operator.api.overlay import POD_TEMPLATE_KEY_MAPS, PodTemplate
 from specinfer_operator.api.placement import PLACEMENT_LABEL_MAPS, PlacementSettings
@@ -79,9 +81,17 @@ class SpeculativeInferenceSpec(EngineSpec):
         "Without the extension's CRD the engines serve through the Service and the InferencePool condition says so.",
     )
 
+    learning: LearningSettings | None = Field(
+        default=None,
+        description="Drafts that learn from the traffic they serve: the engines record a share of the prompts on "
+        "a claim of the namespace, a Job trains the draft in force on them, and the trained draft serves once its "
+        "canary is not slower. Off when unset.",
+    )
+
     cel_rules: ClassVar[tuple[Rule, ...]] = (
         *EngineSpec.cel_rules,
         *DECLARED_RULES,
+        *LEARNING_RULES,
         Rule(
             id="npus",
             rule=f"!has(self.resources.npusPerPod) || self.resources.npusPerPod >= {_POD_NPUS}",

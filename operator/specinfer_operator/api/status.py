@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from specinfer_operator.api.engine import EngineVersions
+from specinfer_operator.api.learning import LearningStatus
 from specinfer_runtime.base import Section, list_map
 
 # What decides how many drafts a request verifies (tuning/adaptivity.py).
@@ -376,6 +377,7 @@ class SpeculativeInferenceStatus(Section):
     rollout: RolloutStatus | None = Field(default=None, description="Last good configuration and rollbacks.")
     tuning: TuningStatus | None = Field(default=None, description="K tuning, with spec.speculative.tuning.")
     autoscaling: AutoscalingStatus | None = Field(default=None, description="With spec.autoscaling.")
+    learning: LearningStatus | None = Field(default=None, description="With spec.learning.")
     selector: str | None = Field(
         default=None, max_length=1024, description="Label selector of the pods, for the scale subresource."
     )

@@ -103,3 +103,15 @@ def test_the_listen_address_replaces_every_interface() -> None:
     command = ["vllm", "serve", "m", "--host", "0.0.0.0", "--port", "8000"]
     assert listening(command, "127.100.0.7") == ["vllm", "serve", "m", "--host", "127.100.0.7", "--port", "8000"]
     assert listening(command, "") == command
+
+
+def test_the_sample_recorder_joins_vllm_when_the_operator_sets_its_directory(tmp_path: Path) -> None:
+    path = write(tmp_path, {**EAGLE, "model": {"name": "m"}, "speculative": {"method": "ngram", "numSpeculativeTokens": 3}})
+    recording = Environment(
+        env={**HEALTHY.env, "SPECINFER_SAMPLES_DIR": "/var/lib/specinfer/learning/samples"},
+        shared_memory=HEALTHY.shared_memory,
+        versions=IMAGE,
+    )
+    found = prepare(path, [], recording).argv
+    assert found[-2:] == ["--middleware", "specinfer_runtime.samples.SampleRecorder"]
+    assert "--middleware" not in prepare(path, [], HEALTHY).argv

@@ -139,7 +139,7 @@ def test_names_columns_and_subresources() -> None:
     version = spec["versions"][0]
     columns = version["additionalPrinterColumns"]
     assert [c["name"] for c in columns if c.get("priority", 0) == 0] == [
-        "Method", "K", "Ready", "Status", "Accept-Len", "Tuning", "Autoscale", "Objective", "Age",
+        "Method", "K", "Ready", "Status", "Accept-Len", "Tuning", "Autoscale", "Objective", "Draft", "Age",
     ]  # fmt: skip
     wide = ["Accept", "Measured", "Adaptivity", "Decode-Tok/s", "vLLM-Ascend"]
     assert [c["name"] for c in columns if c.get("priority", 0) == 1] == wide

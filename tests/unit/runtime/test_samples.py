@@ -1,0 +1,206 @@
+"""The served-prompt recorder: it passes every ASGI message through unchanged, records exactly its share of chat
+and completion prompts, keeps only the prompt of what a client sends, and holds the store to its byte cap and
+retention age (the clock is given, so no test waits on it)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY
+
+from specinfer_runtime import samples
+from specinfer_runtime.samples import (
+    MAX_REQUEST_BYTES,
+    SampleRecorder,
+    Settings,
+    Share,
+    Store,
+    Writer,
+    middleware_flags,
+    prompt_of,
+    prune,
+)
+
+CHAT = {"model": "tiny", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 8, "stream": True}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def settings(tmp_path: Path, percent: int = 100, max_bytes: int = 1 << 20) -> Settings:
+    return Settings(directory=tmp_path, percent=percent, max_bytes=max_bytes, retention_seconds=3600, pod="engine-0")
+
+
+def dropped(reason: str) -> float:
+    return REGISTRY.get_sample_value("specinfer_samples_dropped_total", {"reason": reason}) or 0.0
+
+
+def recorded(tmp_path: Path) -> list[dict[str, Any]]:
+    lines = []
+    for path in sorted(tmp_path.glob("*/*")):
+        lines += [json.loads(line) for line in path.read_text().splitlines()]
+    return lines
+
+
+class Engine:
+    """An ASGI app that reads the whole body, as vLLM's server does, and answers with it."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body", False):
+                break
+        self.bodies.append(body)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": body})
+
+
+def call(app: Any, path: str, body: bytes, chunk: int = 7, method: str = "POST") -> list[dict[str, Any]]:
+    """One request through `app`, its body in chunks; the messages the client got."""
+    parts = [body[i : i + chunk] for i in range(0, len(body), chunk)] or [b""]
+    incoming = [{"type": "http.request", "body": p, "more_body": i < len(parts) - 1} for i, p in enumerate(parts)]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return incoming.pop(0)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(app({"type": "http", "method": method, "path": path}, receive, send))
+    return sent
+
+
+def test_the_share_is_exact_and_even() -> None:
+    for percent in (0, 1, 5, 33, 50, 100):
+        share = Share(percent)
+        taken = [share.take() for _ in range(1000)]
+        assert sum(taken) == percent * 10
+    share = Share(25)
+    assert [share.take() for _ in range(8)] == [False, False, False, True] * 2
+
+
+def test_the_recorder_passes_the_request_through_and_records_the_prompt_only(tmp_path: Path) -> None:
+    engine = Engine()
+    recorder = SampleRecorder(engine, settings(tmp_path))
+    body = json.dumps(CHAT).encode()
+    sent = call(recorder, "/v1/chat/completions", body)
+    call(recorder, "/v1/completions", json.dumps({"model": "tiny", "prompt": "once upon"}).encode(), chunk=1000)
+    call(recorder, "/v1/models", b"", method="GET")
+    recorder.writer.close()
+    assert engine.bodies[0] == body
+    assert sent[1]["body"] == body
+    found = recorded(tmp_path)
+    assert [{k: v for k, v in r.items() if k != "time"} for r in found] == [
+        {"kind": "chat", "messages": [{"role": "user", "content": "hello"}]},
+        {"kind": "completion", "prompt": "once upon"},
+    ]
+    assert all(p.suffix == ".jsonl" for p in tmp_path.glob("*/*"))  # completed when the writer stops
+
+
+def test_a_body_over_the_limit_is_passed_on_whole_and_not_recorded(tmp_path: Path) -> None:
+    engine = Engine()
+    recorder = SampleRecorder(engine, settings(tmp_path))
+    before = dropped("too_large")
+    huge = json.dumps({"prompt": "x" * MAX_REQUEST_BYTES}).encode()
+    call(recorder, "/v1/completions", huge, chunk=4096)
+    recorder.writer.close()
+    assert engine.bodies == [huge]
+    assert recorded(tmp_path) == []
+    assert dropped("too_large") == before + 1
+
+
+@pytest.mark.parametrize(
+    ("kind", "body"),
+    [
+        ("chat", b"\xff\xfe binary"),
+        ("chat", b"[" * 100_000 + b"]" * 100_000),
+        ("chat", b'"a string"'),
+        ("chat", b'{"messages": []}'),
+        ("chat", b'{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}'),
+        ("chat", b'{"messages": [{"role": 1, "content": "x"}]}'),
+        ("completion", b'{"prompt": [1, true]}'),
+        ("completion", b'{"prompt": {"a": 1}}'),
+        ("completion", b'{"prompt": ""}'),
+    ],
+)
+def test_what_is_not_a_prompt_is_refused(kind: str, body: bytes) -> None:
+    assert prompt_of(kind, body) is None
+
+
+def test_prompts_as_clients_write_them() -> None:
+    parts = {"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]}
+    assert prompt_of("chat", json.dumps(parts).encode()) == {"messages": [{"role": "user", "content": "ab"}]}
+    assert prompt_of("completion", b'{"prompt": [5, 6, 7]}') == {"promptTokenIds": [5, 6, 7]}
+
+
+def test_the_store_keeps_its_byte_cap_and_rotates_its_files(tmp_path: Path) -> None:
+    clock = Clock()
+    store = Store(settings(tmp_path, max_bytes=300), clock)
+    before = dropped("full")
+    line = len(json.dumps({"kind": "completion", "prompt": "prompt 0 " + "y" * 40}, separators=(",", ":"))) + 1
+    for i in range(10):
+        store.write({"kind": "completion", "prompt": f"prompt {i} " + "y" * 40})
+    assert dropped("full") - before == 10 - 300 // line
+    assert list(tmp_path.glob("*/*.part"))  # the current file is not complete yet
+    clock.now += samples.ROTATE_SECONDS
+    store.maintain(clock.now)
+    assert [p.suffix for p in tmp_path.glob("*/*")] == [".jsonl"]
+    assert sum(p.stat().st_size for p in tmp_path.glob("*/*")) <= 300
+
+
+def test_files_past_the_retention_age_are_removed_from_every_pod(tmp_path: Path) -> None:
+    now = 1_000_000.0
+    for pod, age in (("a", 10.0), ("b", 7200.0)):
+        (tmp_path / pod).mkdir()
+        path = tmp_path / pod / "1-1.jsonl"
+        path.write_text('{"kind":"completion","prompt":"p"}\n')
+        os.utime(path, (now - age, now - age))
+    (tmp_path / "a" / "2-1.part").write_text("in progress\n")
+    kept = prune(tmp_path, 3600, now)
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.glob("*/*")) == ["a/1-1.jsonl", "a/2-1.part"]
+    assert kept == (tmp_path / "a" / "1-1.jsonl").stat().st_size
+
+
+def test_a_busy_writer_drops_instead_of_making_the_request_wait(tmp_path: Path) -> None:
+    release = threading.Event()
+
+    class Slow(Store):
+        def write(self, sample: dict[str, Any]) -> None:
+            release.wait()
+
+    writer = Writer(Slow(settings(tmp_path)))
+    before = dropped("busy")
+    for _ in range(samples.QUEUE_SIZE + 10):
+        writer.offer("completion", b'{"prompt": "p"}')
+    assert dropped("busy") - before >= 10
+    release.set()
+    writer.close()
+
+
+def test_the_recorder_is_installed_only_when_the_operator_asks() -> None:
+    assert middleware_flags({}) == []
+    assert middleware_flags({samples.DIR_ENV: "/var/lib/specinfer/learning/samples"}) == [
+        "--middleware",
+        "specinfer_runtime.samples.SampleRecorder",
+    ]
+    parsed = Settings.from_env(
+        {samples.DIR_ENV: "/s", samples.PERCENT_ENV: "5", samples.MAX_BYTES_ENV: "1Gi", samples.POD_ENV: "p-1"}
+    )
+    assert (parsed.percent, parsed.max_bytes, parsed.pod) == (5, 1 << 30, "p-1")
