@@ -172,6 +172,8 @@ VALID: dict[str, Choice] = {
     "spec.placement.tolerations[].operator": "Equal",
     "spec.placement.tolerations[].effect": "NoExecute",
     "spec.rollout.canary.percent": OMIT,
+    "spec.rollout.strategy": "Canary",  # spec.learning's, and tuning Auto's
+    "spec.telemetry.enabled": True,
     "spec.disruptionBudget.minAvailable": OMIT,
     "spec.podTemplate.spec.serviceAccountName": OMIT,
     # What the chart's default tenant policy allows.

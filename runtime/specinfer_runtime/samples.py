@@ -35,6 +35,7 @@ MAX_BYTES_ENV = "SPECINFER_SAMPLES_MAX_BYTES"
 RETENTION_ENV = "SPECINFER_SAMPLES_RETENTION_SECONDS"
 POD_ENV = "SPECINFER_POD_NAME"
 MIDDLEWARE = "specinfer_runtime.samples.SampleRecorder"
+SAMPLES_PATH = "/var/lib/specinfer/samples"  # where the operator mounts the claim's samples/ in the engine
 
 RECORDED_PATHS = {"/v1/chat/completions": "chat", "/v1/completions": "completion"}
 MAX_REQUEST_BYTES = 256 * 1024  # a larger body is not recorded (its prompt is longer than any head trains on)

@@ -166,6 +166,7 @@ POD_CASES: list[tuple[str, dict[str, Any], dict[str, Any], Refused]] = [
     # Learning: on by default, off by the policy; the training image is an image like the engine's.
     ("a draft that learns", learning(), {}, None),
     ("a draft that learns, learning forbidden", learning(), {"learningAllowed": False}, "spec.learning"),
+    ("a draft that learns, claims forbidden", learning(), {"allowedVolumeTypes": ["emptyDir"]}, "spec.learning"),
     (
         "a training image outside the prefix",
         learning(image="registry.example.com/ml-evil/trainer:1"),

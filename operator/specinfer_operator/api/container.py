@@ -13,10 +13,11 @@ from pydantic import AfterValidator, Field
 
 from specinfer_operator.api.engine import EngineVersions
 from specinfer_operator.api.quantities import Bytes, Cores, not_below
-from specinfer_runtime import multinode
+from specinfer_runtime import multinode, samples
 from specinfer_runtime.base import Section, list_map
 from specinfer_runtime.celrules import Rule, cel_list
 from specinfer_runtime.names import DNS_LABEL, DNS_SUBDOMAIN, ENV_NAME
+from specinfer_runtime.samples import SAMPLES_PATH
 from specinfer_runtime.sources import (
     DRAFT_TOKEN_ENV,
     HF_HOME_ENV,
@@ -30,9 +31,9 @@ ENGINE_CONTAINER = "engine"  # the container of the engine pods that runs specin
 CONFIG_DIR = "/etc/specinfer"
 HF_HOME = "/var/cache/huggingface"
 # The operator's volumes: no volume of the pod template may take these names.
-OPERATOR_VOLUMES = ("engine-config", "shm", "model-target", "model-draft", "hf-cache", "hidden-states")
+OPERATOR_VOLUMES = ("engine-config", "shm", "model-target", "model-draft", "hf-cache", "hidden-states", "learning")
 # Where the operator mounts them in the engine container: no other mount may land on, in or above these.
-OPERATOR_PATHS = (CONFIG_DIR, "/dev/shm", MODEL_ROOT, HF_HOME, HIDDEN_STATES_PATH)
+OPERATOR_PATHS = (CONFIG_DIR, "/dev/shm", MODEL_ROOT, HF_HOME, HIDDEN_STATES_PATH, SAMPLES_PATH)
 # Environment variables the operator sets itself, and where their values come from.
 RESERVED_ENV = {
     HF_TOKEN_ENV: "from model.source.huggingFace.tokenSecretRef",
@@ -42,8 +43,21 @@ RESERVED_ENV = {
     **dict.fromkeys(
         (multinode.LEADER_ADDRESS_ENV, multinode.GROUP_SIZE_ENV, multinode.WORKER_INDEX_ENV), "by LeaderWorkerSet"
     ),
+    **dict.fromkeys(
+        (samples.DIR_ENV, samples.PERCENT_ENV, samples.MAX_BYTES_ENV, samples.RETENTION_ENV, samples.POD_ENV),
+        "from spec.learning",
+    ),
 }
 MAX_MOUNTS = 16
+
+
+def _by_source() -> dict[str, list[str]]:
+    """The reserved variables grouped by where their values come from, as R18's message lists them."""
+    grouped: dict[str, list[str]] = {}
+    for name, source in RESERVED_ENV.items():
+        grouped.setdefault(source, []).append(name)
+    return grouped
+
 ObjectName = Annotated[str, Field(max_length=253, pattern=DNS_SUBDOMAIN)]
 # A path inside a volume: relative, no '..' (Kubernetes refuses both).
 RELATIVE_PATH = r"^[^/\x00][^\x00]*$"
@@ -228,7 +242,7 @@ class RuntimeSettings(Section):
             id="R18",
             rule=f"!has(self.env) || !self.env.exists(e, e.name in {cel_list(RESERVED_ENV)})",
             message="%s: the operator sets "
-            + ", ".join(f"{name} ({source})" for name, source in RESERVED_ENV.items())
+            + ", ".join(f"{', '.join(names)} ({source})" for source, names in _by_source().items())
             + ": remove them from env",
             args=(f"self.env.filter(e, e.name in {cel_list(RESERVED_ENV)}).map(e, e.name)",),
             field_path=".env",

@@ -203,7 +203,9 @@ class DraftGeneration(Section):
     job: str = Field(max_length=253, description="The training Job.")
     replaces: str = Field(max_length=32, description="The draft it started from: spec, or gen-N.")
     started_at: str | None = Field(default=None, max_length=64, description="When its Job was created.")
-    finished_at: str | None = Field(default=None, max_length=64, description="When it was promoted, rolled back or failed.")
+    finished_at: str | None = Field(
+        default=None, max_length=64, description="When it was promoted, rolled back or failed."
+    )
     trigger: str = Field(default="", max_length=256, description="What started the run.")
     samples: int | None = Field(default=None, description="Prompts it trained on.")
     tokens: int | None = Field(default=None, description="Tokens whose hidden states it trained on.")

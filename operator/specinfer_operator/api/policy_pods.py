@@ -156,9 +156,10 @@ POD_RULES: tuple[Rule, ...] = (
         (_PODS,),
     ),
     forbid(
-        f"params.spec.learningAllowed || !has({SPEC}.learning)",
-        f"{WHY} does not allow learning (engines recording the prompts they serve, Jobs training drafts on them): "
-        "remove spec.learning, or ask the platform team to allow it",
+        f"!has({SPEC}.learning) || (params.spec.learningAllowed "
+        "&& params.spec.allowedVolumeTypes.exists(t, t == 'persistentVolumeClaim'))",
+        f"{WHY} does not allow learning (engines recording the prompts they serve on a persistentVolumeClaim, Jobs "
+        "training drafts on them): remove spec.learning, or ask the platform team to allow it",
         ".spec.learning",
     ),
     _listed(

@@ -49,6 +49,7 @@ from specinfer_operator.render import workload
 from specinfer_operator.render.admission import check
 from specinfer_operator.render.autoscaler import KEDA_API_VERSION, SCALED_OBJECT
 from specinfer_operator.render.children import RenderDefaults, family_hash, is_pool, label_selector, render
+from specinfer_operator.render.learning import claim_name
 from specinfer_operator.render.sizing import CPU_PER_NPU, NPU_MEMORY, amount, size
 from specinfer_operator.tuning import applied
 from specinfer_runtime import quantity
@@ -293,7 +294,7 @@ def drop_unwanted(
     pods: list[dict[str, Any]],
     keda: bool,
 ) -> None:
-    """Delete what a spec no longer asks for: the PodDisruptionBudget, the autoscaler, the
+    """Delete what a spec no longer asks for: the PodDisruptionBudget, the autoscaler, the learning claim, the
     InferencePool (when the status says one was applied: only then are its CRD and the operator's rights on it
     known to be there), and the
     workload of the other kind (whose pods still run) when parallelism.nodes went from one to several or back:
@@ -313,6 +314,8 @@ def drop_unwanted(
         owned.delete("autoscaling/v2", "HorizontalPodAutoscaler", namespace, name, owner)
         if keda:
             owned.delete(KEDA_API_VERSION, SCALED_OBJECT, namespace, name, owner)
+    if cr.spec.learning is None:  # the recorded prompts and the drafts go with learning
+        owned.delete("v1", "PersistentVolumeClaim", namespace, claim_name(name), owner)
     if cr.spec.inference_pool is None and previous.get("inferencePool"):
         owned.delete(INFERENCE_POOL_API_VERSION, INFERENCE_POOL_KIND, namespace, name, owner)
     other = next(k for k in workload.KINDS if k != kind)

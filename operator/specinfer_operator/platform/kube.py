@@ -16,6 +16,8 @@ from specinfer_operator.api.service import INFERENCE_POOL_KIND, INFERENCE_POOL_P
 
 _PLURALS = {
     "ConfigMap": "configmaps",
+    "PersistentVolumeClaim": "persistentvolumeclaims",
+    "Job": "jobs",
     "Service": "services",
     "Deployment": "deployments",
     "PodDisruptionBudget": "poddisruptionbudgets",

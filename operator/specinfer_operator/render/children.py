@@ -18,6 +18,7 @@ from specinfer_operator.api.resource import API_VERSION, KIND, SpeculativeInfere
 from specinfer_operator.api.service import INFERENCE_POOL_API_VERSION, INFERENCE_POOL_KIND
 from specinfer_operator.render import workload
 from specinfer_operator.render.autoscaler import autoscaler, scaled_object
+from specinfer_operator.render.learning import claim_name
 from specinfer_operator.render.pod import CONFIG_FILE, pod_template
 from specinfer_runtime.engine import ENGINE_PORT, EngineSpec
 from specinfer_runtime.tokens import SCHEDULE_FIELD
@@ -52,6 +53,7 @@ def _identity(cr: SpeculativeInference, defaults: RenderDefaults) -> dict[str, A
         "envFrom": [source.dump() for source in runtime.env_from or []],
         "volumeMounts": [mount.dump() for mount in runtime.volume_mounts or []],
         "podTemplate": cr.spec.pod_template.dump() if cr.spec.pod_template else None,
+        "samples": cr.spec.learning.sampling.dump() if cr.spec.learning else None,  # the recorder's settings
     }
     return identity | {k: v for k, v in optional.items() if v}
 
@@ -232,14 +234,32 @@ def inference_pool(cr: SpeculativeInference) -> dict[str, Any] | None:
     }
 
 
+def learning_claim(cr: SpeculativeInference) -> dict[str, Any] | None:
+    """The claim of spec.learning's samples and drafts, owned by the resource: it goes when the resource does."""
+    settings = cr.spec.learning
+    if settings is None:
+        return None
+    storage = settings.storage
+    spec: dict[str, Any] = {"accessModes": [storage.access_mode], "resources": {"requests": {"storage": storage.size}}}
+    if storage.storage_class_name:
+        spec["storageClassName"] = storage.storage_class_name
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": _metadata(cr, claim_name(cr.metadata.name)),
+        "spec": spec,
+    }
+
+
 def is_pool(obj: dict[str, Any]) -> bool:
     return obj.get("kind") == INFERENCE_POOL_KIND
 
 
 def render(cr: SpeculativeInference, defaults: RenderDefaults | None = None) -> list[dict[str, Any]]:
-    """All children, in apply order: the config first, so a new pod never waits for it; the InferencePool
-    last (reconcile applies it apart: it must never be in the way of the others)."""
+    """All children, in apply order: the learning claim and the config first, so a new pod never waits for
+    them; the InferencePool last (reconcile applies it apart: it must never be in the way of the others)."""
     defaults = defaults or RenderDefaults()
-    children = [engine_config_map(cr, defaults), engines(cr, defaults), service(cr)]
+    claim = learning_claim(cr)
+    children = [*([claim] if claim else []), engine_config_map(cr, defaults), engines(cr, defaults), service(cr)]
     optional = (disruption_budget(cr), resource_autoscaler(cr, defaults), inference_pool(cr))
     return children + [child for child in optional if child is not None]

@@ -15,6 +15,7 @@ from specinfer_operator.api.container import CONFIG_DIR, ENGINE_CONTAINER, Probe
 from specinfer_operator.api.labels import CONFIG_HASH_ANNOTATION, TRACK_LABEL, labels, selector_labels
 from specinfer_operator.api.overlay import Container, PodMetadata, PodSpecOverlay, PodTemplate
 from specinfer_operator.api.resource import SpeculativeInferenceSpec
+from specinfer_operator.render.learning import Recorder, recorder
 from specinfer_operator.render.sizing import engine_resources
 from specinfer_operator.render.storage import Storage, storage
 from specinfer_runtime.argv import vllm_argv
@@ -71,7 +72,7 @@ def drain(spec: SpeculativeInferenceSpec) -> dict[str, Any]:
 
 
 def engine_container(
-    spec: SpeculativeInferenceSpec, engine: EngineSpec, image: str, npu: str, models: Storage
+    spec: SpeculativeInferenceSpec, engine: EngineSpec, image: str, npu: str, models: Storage, samples: Recorder
 ) -> dict[str, Any]:
     """The engine container (`engine` is spec.engine()); the user's mounts and environment come after the
     operator's."""
@@ -80,6 +81,7 @@ def engine_container(
     env = (
         (group if engine.parallelism.group_size() > 1 else [])
         + models.env
+        + samples.env
         + [var.render() for var in runtime.env or []]
     )
     container: dict[str, Any] = {
@@ -96,6 +98,7 @@ def engine_container(
             {"name": "engine-config", "mountPath": CONFIG_DIR, "readOnly": True},
             {"name": "shm", "mountPath": "/dev/shm"},
             *models.mounts,
+            *samples.mounts,
             *(mount.dump() for mount in runtime.volume_mounts or []),
         ],
         "startupProbe": _probe("startup", probes.startup if probes else None),
@@ -126,10 +129,12 @@ def pod_template(
     extra, user = overlay.spec or PodSpecOverlay(), overlay.metadata or PodMetadata()
     engine = spec.engine()
     models = storage(engine, spec.resources)
+    samples = recorder(spec, name)
     volumes = [
         {"name": "engine-config", "configMap": {"name": config_map}},
         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.resources.shared_memory}},
         *models.volumes,
+        *samples.volumes,
         *(volume.dump() for volume in extra.volumes or []),
     ]
     placement = spec.placement
@@ -139,7 +144,7 @@ def pod_template(
     ]
     pod: dict[str, Any] = {
         "containers": [
-            engine_container(spec, engine, image, npu, models),
+            engine_container(spec, engine, image, npu, models, samples),
             *(sidecar(c) for c in extra.containers or []),
         ],
         "initContainers": [sidecar(c) for c in extra.init_containers or []],

@@ -106,7 +106,9 @@ def test_the_listen_address_replaces_every_interface() -> None:
 
 
 def test_the_sample_recorder_joins_vllm_when_the_operator_sets_its_directory(tmp_path: Path) -> None:
-    path = write(tmp_path, {**EAGLE, "model": {"name": "m"}, "speculative": {"method": "ngram", "numSpeculativeTokens": 3}})
+    path = write(
+        tmp_path, {**EAGLE, "model": {"name": "m"}, "speculative": {"method": "ngram", "numSpeculativeTokens": 3}}
+    )
     recording = Environment(
         env={**HEALTHY.env, "SPECINFER_SAMPLES_DIR": "/var/lib/specinfer/learning/samples"},
         shared_memory=HEALTHY.shared_memory,

@@ -23,7 +23,7 @@ PVC = {"pvc": {"claimName": "models"}}
 
 def pods(spec: dict[str, Any]) -> list[dict[str, Any]]:
     """The pod templates rendered for `spec`: a Deployment's, or a group's leader and workers."""
-    workload = render(cr(spec))[1]["spec"]
+    workload = next(o for o in render(cr(spec)) if o["kind"] in ("Deployment", "LeaderWorkerSet"))["spec"]
     group = workload.get("leaderWorkerTemplate")
     templates = [group["leaderTemplate"], group["workerTemplate"]] if group else [workload["template"]]
     return [t["spec"] for t in templates]
