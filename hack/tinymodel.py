@@ -111,7 +111,7 @@ class Size:
     draft_layers: int = 1  # the draft is the target's first layers; all of them: a copy, accepted always
 
 
-def _config(size: Size, layers: int, bos: int, eos: int) -> object:
+def llama_config(size: Size, layers: int, bos: int, eos: int) -> object:
     from transformers import LlamaConfig
 
     return LlamaConfig(
@@ -158,7 +158,7 @@ def _slow_copy(big: object, size: Size, bos: int, eos: int) -> object:
     import torch
     from transformers import LlamaForCausalLM
 
-    slow = LlamaForCausalLM(_config(size, size.layers + PADDING, bos, eos)).eval()
+    slow = LlamaForCausalLM(llama_config(size, size.layers + PADDING, bos, eos)).eval()
     with torch.no_grad():
         for layer in slow.model.layers[size.layers :]:
             layer.self_attn.o_proj.weight.zero_()
@@ -170,7 +170,7 @@ def _slow_copy(big: object, size: Size, bos: int, eos: int) -> object:
     return slow
 
 
-def _save(model: object, tokenizer: object, staging_root: Path, hf_home: Path, name: str) -> Path:
+def save(model: object, tokenizer: object, staging_root: Path, hf_home: Path, name: str) -> Path:
     staging = staging_root / name.replace("/", "--")
     staging.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(staging, safe_serialization=True)  # type: ignore[attr-defined]
@@ -186,8 +186,8 @@ def build(hf_home: Path, size: Size = Size(), target: str = TARGET, draft: str =
     tokenizer = train_tokenizer(corpus())
     bos, eos = tokenizer.convert_tokens_to_ids([BOS, EOS])  # type: ignore[attr-defined]
     torch.manual_seed(SEED)
-    big = LlamaForCausalLM(_config(size, size.layers, bos, eos)).eval()
-    small = LlamaForCausalLM(_config(size, size.draft_layers, bos, eos)).eval()
+    big = LlamaForCausalLM(llama_config(size, size.layers, bos, eos)).eval()
+    small = LlamaForCausalLM(llama_config(size, size.draft_layers, bos, eos)).eval()
     with torch.no_grad():  # the later layers write less into the residual stream, so the draft often agrees
         for layer in big.model.layers[1:]:
             layer.self_attn.o_proj.weight.mul_(size.tail_scale)
@@ -199,13 +199,13 @@ def build(hf_home: Path, size: Size = Size(), target: str = TARGET, draft: str =
     assert not any(key.startswith(kept) for key in unexpected), unexpected
 
     staging_root = hf_home / "staging"
-    dirs = [_save(model, tokenizer, staging_root, hf_home, name) for name, model in ((target, big), (draft, small))]
+    dirs = [save(model, tokenizer, staging_root, hf_home, name) for name, model in ((target, big), (draft, small))]
     pard = staging_root / PARD_DRAFT.replace("/", "--")
     shutil.copytree(dirs[1], pard)
     config = json.loads((pard / "config.json").read_text())
     (pard / "config.json").write_text(json.dumps({**config, "pard_token": VOCAB_SIZE - 1}, indent=2))
     _publish(pard, hf_home, PARD_DRAFT)
-    _save(_slow_copy(big, size, bos, eos), tokenizer, staging_root, hf_home, SLOW_COPY)
+    save(_slow_copy(big, size, bos, eos), tokenizer, staging_root, hf_home, SLOW_COPY)
     shutil.rmtree(staging_root)  # what is left are builds equal to a snapshot already there
     return TinyModels(hf_home=hf_home, target=target, draft=draft, target_dir=dirs[0], draft_dir=dirs[1])
 

@@ -5,10 +5,11 @@ extra hop, process or copy of the response: it sees a sampled request's body as 
 it to a writer thread through a bounded queue. Nothing a request waits for touches the disk, parses JSON or
 takes a lock the writer holds; when the queue is full the sample is dropped and counted, never waited for.
 
-Only the prompt is kept (chat messages, or a completion prompt): the training Job has the target write its own
-answer again, with the hidden states it computes on the way (self-distillation), so the response stream is
-never read. Samples land in `<dir>/<pod>/<time>-<n>.jsonl`, one JSON object a line, written as `.part` and
-renamed when complete; the store as a whole is capped in bytes and each file is removed at the retention age.
+Only the prompt is kept (chat messages, or a completion prompt) with the answer length asked for: the training
+Job has the target write its own answer again, with the hidden states it computes on the way
+(self-distillation), so the response stream is never read. Samples land in `<dir>/<pod>/<time>-<n>.jsonl`, one
+JSON object a line, written as `.part` and renamed when complete; the store as a whole is capped in bytes and
+each file is removed at the retention age.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ FILE_RECORDS = 256  # a file is complete after this many samples, or ROTATE_SECO
 ROTATE_SECONDS = 30.0
 SCAN_SECONDS = 60.0  # how often the store's size is measured again and old files removed
 MAX_FILES = 100_000  # files looked at in one scan: a store this size is full whatever its bytes
+MAX_ANSWER_TOKENS = 1 << 20  # a larger max_tokens is recorded as this (the Job caps answers far lower)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -101,14 +103,25 @@ class Share:
 
 
 def prompt_of(kind: str, body: bytes) -> dict[str, Any] | None:
-    """The sample a request body holds: chat messages as role and text, or a completion prompt; None for
-    anything else (the body is the client's: any shape, any depth)."""
+    """The sample a request body holds: chat messages as role and text, or a completion prompt, and the
+    answer's length the client asked for (the training Job has the target answer as it was asked to); None
+    for anything else (the body is the client's: any shape, any depth)."""
     try:
         request = json.loads(body)
     except (ValueError, RecursionError):
         return None
     if not isinstance(request, dict):
         return None
+    found = _prompt(kind, request)
+    if found is None:
+        return None
+    limit = next((request[k] for k in ("max_completion_tokens", "max_tokens") if request.get(k) is not None), None)
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+        found["maxTokens"] = min(limit, MAX_ANSWER_TOKENS)
+    return found
+
+
+def _prompt(kind: str, request: dict[str, Any]) -> dict[str, Any] | None:
     if kind == "chat":
         messages = request.get("messages")
         if not isinstance(messages, list) or not messages:

@@ -58,6 +58,7 @@ def _by_source() -> dict[str, list[str]]:
         grouped.setdefault(source, []).append(name)
     return grouped
 
+
 ObjectName = Annotated[str, Field(max_length=253, pattern=DNS_SUBDOMAIN)]
 # A path inside a volume: relative, no '..' (Kubernetes refuses both).
 RELATIVE_PATH = r"^[^/\x00][^\x00]*$"

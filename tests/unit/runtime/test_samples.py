@@ -108,7 +108,7 @@ def test_the_recorder_passes_the_request_through_and_records_the_prompt_only(tmp
     assert sent[1]["body"] == body
     found = recorded(tmp_path)
     assert [{k: v for k, v in r.items() if k != "time"} for r in found] == [
-        {"kind": "chat", "messages": [{"role": "user", "content": "hello"}]},
+        {"kind": "chat", "messages": [{"role": "user", "content": "hello"}], "maxTokens": 8},
         {"kind": "completion", "prompt": "once upon"},
     ]
     assert all(p.suffix == ".jsonl" for p in tmp_path.glob("*/*"))  # completed when the writer stops
@@ -148,6 +148,9 @@ def test_prompts_as_clients_write_them() -> None:
     parts = {"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]}
     assert prompt_of("chat", json.dumps(parts).encode()) == {"messages": [{"role": "user", "content": "ab"}]}
     assert prompt_of("completion", b'{"prompt": [5, 6, 7]}') == {"promptTokenIds": [5, 6, 7]}
+    asked = b'{"prompt": "p", "max_tokens": 1, "max_completion_tokens": 9}'
+    assert prompt_of("completion", asked) == {"prompt": "p", "maxTokens": 9}
+    assert prompt_of("completion", b'{"prompt": "p", "max_tokens": true}') == {"prompt": "p"}
 
 
 def test_the_store_keeps_its_byte_cap_and_rotates_its_files(tmp_path: Path) -> None:

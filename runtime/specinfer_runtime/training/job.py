@@ -1,0 +1,206 @@
+"""`specinfer-train`: the training Job of spec.learning, start to end.
+
+1. Prune the recorded prompts past the retention age, then take the newest within the run's token cap.
+2. Have the target answer them (greedy, as long as each client asked, up to maxOutputTokens) while vLLM's
+   extract_hidden_states path saves what it computed (extract.py, in a process of its own).
+3. Train the draft in force on that (head.py), or a new head when the draft is not one this loop trains.
+4. Write the generation to the claim (a temporary directory renamed when complete, so the operator never
+   serves half a draft) with result.json, and say the same in one line of JSON in the termination log,
+   where the operator reads it. A failure is one line there instead, and exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from specinfer_runtime import samples
+from specinfer_runtime.base import Section
+from specinfer_runtime.training.corpus import recorded, select, tokenizer_of
+from specinfer_runtime.validation import validate
+
+log = logging.getLogger("specinfer_train")
+MAX_MESSAGE = 4096  # what Kubernetes keeps of a termination message
+
+
+class TrainingRun(Section):
+    """One run, as the operator renders it into the Job's arguments."""
+
+    generation: int = Field(ge=1, description="The generation this run makes.")
+    target: str = Field(min_length=1, max_length=1024, description="The target: a directory, or a Hub id.")
+    start: str | None = Field(default=None, max_length=1024, description="The draft in force: a directory or Hub id.")
+    samples: str = Field(min_length=1, max_length=1024, description="The claim's samples directory.")
+    output: str = Field(min_length=1, max_length=1024, description="Where the generation goes.")
+    scratch: str = Field(min_length=1, max_length=1024, description="Where the hidden states go, for this run only.")
+    max_tokens: int = Field(ge=1, description="Tokens of prompts and answers to extract, at most.")
+    max_output_tokens: int = Field(ge=1, description="The longest answer.")
+    epochs: int = Field(ge=1, le=100)
+    learning_rate: float = Field(gt=0, le=1)
+    speculative_tokens: int = Field(ge=1, le=14, description="Steps of test-time training: the K it serves at.")
+    retention_seconds: int = Field(ge=1)
+    device: Literal["auto", "cpu", "npu"] = Field(default="auto")
+
+
+class RunError(Exception):
+    """Why the run cannot make a generation, in one line."""
+
+
+def local(model: str) -> Path:
+    """A model's directory: itself, or its Hub snapshot (HF_HOME, HF_TOKEN as the engines have them)."""
+    path = Path(model)
+    if path.is_dir():
+        return path
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(model))
+
+
+def device(wanted: str) -> str:
+    if wanted != "auto":
+        return wanted
+    try:
+        import torch_npu  # noqa: F401
+    except ImportError:
+        return "cpu"
+    return "npu"
+
+
+def run(config: TrainingRun, now: float) -> dict[str, Any]:
+    """The run; what it made, as result.json and the termination message say."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoTokenizer
+
+    from specinfer_runtime.training import head
+
+    started = time.monotonic()
+    samples.prune(Path(config.samples), config.retention_seconds, now)
+    target = local(config.target)
+    tokenizer = AutoTokenizer.from_pretrained(target)
+    found = recorded(Path(config.samples), now, config.retention_seconds)
+    prompts = select(found, tokenizer_of(tokenizer), config.max_tokens, config.max_output_tokens)
+    if not prompts:
+        raise RunError(f"no recorded prompt to learn from in {config.samples}")
+    target_config = json.loads((target / "config.json").read_text())
+    start = _start_dir(config.start)
+    start_config = json.loads((start / "config.json").read_text()) if start else None
+    layers = head.aux_layers(target_config, start_config)
+    scratch = Path(config.scratch)
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    try:
+        paths = _extract(str(target), prompts, layers, scratch)
+        examples = [head.Example(d["hidden_states"], d["token_ids"]) for d in map(load_file, map(str, paths))]
+        torch.manual_seed(config.generation)
+        draft = head.new_head(target, layers, config.speculative_tokens)
+        continued = bool(start and head.start_from(draft, start))
+        progress = head.train(
+            draft,
+            examples,
+            config.epochs,
+            config.learning_rate,
+            config.speculative_tokens,
+            device(config.device),
+            seed=config.generation,
+            report=lambda p: log.info("epoch %d: loss %.4f, first-token accuracy %.4f", *p.__dict__.values()),
+        )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    result = {
+        "generation": config.generation,
+        "samples": len(examples),
+        "tokens": sum(int(e.tokens.shape[0]) for e in examples),
+        "trainingSeconds": round(time.monotonic() - started, 1),
+        "from": "draft in force" if continued else "new head",
+        "loss": round(progress[-1].loss, 4),
+        "firstTokenAccuracy": round(progress[-1].first_token_accuracy, 4),
+    }
+    _publish(draft, Path(config.output), result)
+    return result
+
+
+def _start_dir(start: str | None) -> Path | None:
+    """The draft in force as a directory, when it can be had (a Hub draft that cannot is trained anew)."""
+    if start is None:
+        return None
+    try:
+        found = local(start)
+    except Exception as error:  # any failure of the Hub means: start anew, and say so
+        log.warning("the draft in force %s cannot be read (%s): training a new head", start, error)
+        return None
+    return found if (found / "config.json").is_file() else None
+
+
+def _extract(target: str, prompts: Sequence[Any], layers: Sequence[int], scratch: Path) -> list[Path]:
+    """extract.py in a process of its own: its memory is the device's again when it exits."""
+    request = scratch / "extract.json"
+    listing = scratch / "files.json"
+    request.write_text(
+        json.dumps(
+            {
+                "target": target,
+                "prompts": [p.token_ids for p in prompts],
+                "layers": list(layers),
+                "scratch": str(scratch / "hidden-states"),
+                "answers": [p.answer_tokens for p in prompts],
+                "output": str(listing),
+            }
+        )
+    )
+    done = subprocess.run([sys.executable, "-m", "specinfer_runtime.training.extract", str(request)], check=False)
+    if done.returncode != 0:
+        raise RunError(f"extracting hidden states failed (exit {done.returncode}): see the pod's log")
+    return [Path(p) for p in json.loads(listing.read_text())]
+
+
+def _publish(draft: Any, output: Path, result: dict[str, Any]) -> None:
+    from specinfer_runtime.training import head
+
+    partial = output.with_name(f".{output.name}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    head.save(draft, partial)
+    (partial / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+    shutil.rmtree(output, ignore_errors=True)
+    os.replace(partial, output)
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="specinfer-train", description="Train the next draft of spec.learning.")
+    parser.add_argument("--config", required=True, help="the run, as JSON (the operator renders it)")
+    parser.add_argument(
+        "--termination-log",
+        default=os.environ.get("SPECINFER_TERMINATION_LOG", "/dev/termination-log"),
+        help="where the result or the reason goes (SPECINFER_TERMINATION_LOG)",
+    )
+    ns = parser.parse_args(args)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s specinfer-train %(levelname)s %(message)s")
+    try:
+        report = validate(TrainingRun, json.loads(ns.config))
+        if report.value is None:
+            raise RunError("invalid run: " + "; ".join(str(p) for p in report.errors))
+        line = json.dumps(run(report.value, time.time()), separators=(",", ":"))
+        code = 0
+    except (RunError, ValueError, OSError) as error:
+        line, code = str(error).splitlines()[0] if str(error) else type(error).__name__, 1
+        log.error("%s", line)
+    with contextlib.suppress(OSError):
+        Path(ns.termination_log).write_text(line[:MAX_MESSAGE] + "\n")
+    if code:
+        sys.exit(code)
+    print(line)
+
+
+if __name__ == "__main__":
+    main()

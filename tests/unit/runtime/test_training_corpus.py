@@ -1,0 +1,66 @@
+"""What a training run reads from the claim: complete files within the retention age, newest first, each line
+checked, until the token cap; and the one line it leaves in the termination log when its run is invalid."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specinfer_runtime.training.corpus import Prompt, recorded, select
+from specinfer_runtime.training.job import main
+
+NOW = 1_000_000.0
+
+
+def write(directory: Path, pod: str, name: str, lines: list[Any], age: float) -> None:
+    (directory / pod).mkdir(parents=True, exist_ok=True)
+    path = directory / pod / name
+    path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
+    os.utime(path, (NOW - age, NOW - age))
+
+
+def completion(text: str, **more: Any) -> dict[str, Any]:
+    return {"kind": "completion", "time": 0, "prompt": text, **more}
+
+
+def by_words(sample: dict[str, Any]) -> list[int] | None:
+    """A tokenizer for the tests: one token a word."""
+    text = sample.get("prompt")
+    return [len(w) for w in text.split()] if isinstance(text, str) else None
+
+
+def test_newest_first_within_the_retention_age_and_only_complete_files(tmp_path: Path) -> None:
+    write(tmp_path, "a", "1-1.jsonl", [completion("old one"), completion("old two")], age=300)
+    write(tmp_path, "b", "2-1.jsonl", [completion("new one"), completion("new two")], age=10)
+    write(tmp_path, "b", "3-1.part", [completion("still being written")], age=1)
+    write(tmp_path, "c", "0-1.jsonl", [completion("expired")], age=7200)
+    found = [s["prompt"] for s in recorded(tmp_path, NOW, 3600)]
+    assert found == ["new two", "new one", "old two", "old one"]
+
+
+def test_lines_that_are_not_samples_are_skipped(tmp_path: Path) -> None:
+    junk = ["not json", "[" * 10_000, '"a string"', json.dumps({"kind": "other", "prompt": "x"}), "\x00\xff"]
+    write(tmp_path, "a", "1-1.jsonl", [completion("kept"), *junk], age=1)
+    assert [s["prompt"] for s in recorded(tmp_path, NOW, 3600)] == ["kept"]
+
+
+def test_prompts_are_taken_until_the_token_cap_answers_included() -> None:
+    samples = [completion("a b c", maxTokens=2), completion("d e", maxTokens=500), completion("f g h i")]
+    chosen = select(iter(samples), by_words, max_tokens=12, max_answer=4)
+    assert chosen == [Prompt([1, 1, 1], 2), Prompt([1, 1], 4)]  # 5 + 6 tokens; the third would pass 12
+    assert select(iter([{"kind": "chat", "messages": []}]), by_words, 100, 4) == []
+
+
+def test_an_invalid_run_is_one_line_in_the_termination_log(tmp_path: Path) -> None:
+    log = tmp_path / "termination-log"
+    with pytest.raises(SystemExit) as exited:
+        main(["--config", json.dumps({"generation": 0}), "--termination-log", str(log)])
+    assert exited.value.code == 1
+    said = log.read_text()
+    assert said.startswith("invalid run: ")
+    assert "generation: Invalid value: 0" in said
+    assert said.count("\n") == 1
