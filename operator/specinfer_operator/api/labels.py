@@ -17,6 +17,8 @@ CANARY_ACTION_ANNOTATION = "specinfer.io/canary"
 CANARY_ACTIONS = ("promote", "abort")
 # On the resource: the K that Auto tuning applied, written by the telemetry loop (tuning/applied.py).
 TUNED_K_ANNOTATION = "tuning.specinfer.io/effective"
+# On the resource: the draft generation spec.learning put in force, written by the learning loop.
+LEARNED_DRAFT_ANNOTATION = "learning.specinfer.io/draft"
 
 # What the operator watches: its own children, and only those.
 CHILD_LABELS = {MANAGED_BY_LABEL: MANAGER}

@@ -25,6 +25,7 @@ from specinfer_runtime.tokens import SCHEDULE_FIELD
 
 DEFAULT_RUNTIME_IMAGE = "ghcr.io/specinfer/specinfer-runtime:0.1.0"
 DEFAULT_NPU_RESOURCE = "huawei.com/Ascend910"
+DEFAULT_TRAINER_IMAGE = "ghcr.io/specinfer/specinfer-trainer:0.1.0"
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class RenderDefaults:
     runtime_image: str = DEFAULT_RUNTIME_IMAGE
     npu_resource_name: str = DEFAULT_NPU_RESOURCE
     keda_prometheus: str = ""  # the Prometheus KEDA queries: spec.autoscaling as a ScaledObject, not an HPA
+    trainer_image: str = DEFAULT_TRAINER_IMAGE  # spec.learning's Jobs
 
 
 def engine_config_json(engine: EngineSpec) -> str:
@@ -92,7 +94,8 @@ def label_selector(labels: Mapping[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in labels.items())
 
 
-def _metadata(cr: SpeculativeInference, name: str) -> dict[str, Any]:
+def owned_metadata(cr: SpeculativeInference, name: str) -> dict[str, Any]:
+    """A child's metadata: its name, the resource's namespace and labels, and the resource as its owner."""
     meta: dict[str, Any] = {"name": name}
     if cr.metadata.namespace:
         meta["namespace"] = cr.metadata.namespace
@@ -121,7 +124,7 @@ def engine_config_map(cr: SpeculativeInference, defaults: RenderDefaults) -> dic
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _metadata(cr, engine_config_map_name(cr.metadata.name, config_hash(cr, defaults))),
+        "metadata": owned_metadata(cr, engine_config_map_name(cr.metadata.name, config_hash(cr, defaults))),
         "immutable": True,
         "data": {CONFIG_FILE: engine_config_json(engine)},
     }
@@ -142,12 +145,12 @@ def engines(cr: SpeculativeInference, defaults: RenderDefaults) -> dict[str, Any
     rolling = {"maxUnavailable": spec.rollout.max_unavailable, "maxSurge": spec.rollout.max_surge}
     group = spec.parallelism.group_size()
     if group > 1:
-        metadata = _metadata(cr, workload.object_name(workload.LEADER_WORKER_SET, name))
+        metadata = owned_metadata(cr, workload.object_name(workload.LEADER_WORKER_SET, name))
         return workload.leader_worker_set(metadata, spec.replicas, group, rolling, template)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(cr, name),
+        "metadata": owned_metadata(cr, name),
         "spec": {
             "replicas": spec.replicas,
             "selector": {"matchLabels": selector_labels(name)},
@@ -167,7 +170,7 @@ def service_selector(cr: SpeculativeInference) -> dict[str, str]:
 
 def service(cr: SpeculativeInference) -> dict[str, Any]:
     name = cr.metadata.name
-    metadata = _metadata(cr, name)
+    metadata = owned_metadata(cr, name)
     if cr.spec.service.annotations:
         metadata["annotations"] = dict(cr.spec.service.annotations)
     return {
@@ -191,7 +194,7 @@ def disruption_budget(cr: SpeculativeInference) -> dict[str, Any] | None:
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": _metadata(cr, name),
+        "metadata": owned_metadata(cr, name),
         "spec": {"selector": {"matchLabels": selector_labels(name)}, **budget.dump()},
     }
 
@@ -202,7 +205,7 @@ def resource_autoscaler(cr: SpeculativeInference, defaults: RenderDefaults) -> d
     settings = cr.spec.autoscaling
     if settings is None:
         return None
-    metadata = _metadata(cr, cr.metadata.name)
+    metadata = owned_metadata(cr, cr.metadata.name)
     if defaults.keda_prometheus:
         return scaled_object(settings, metadata, defaults.keda_prometheus)
     return autoscaler(settings, cr.metadata.name, metadata)
@@ -218,7 +221,7 @@ def inference_pool(cr: SpeculativeInference) -> dict[str, Any] | None:
     return {
         "apiVersion": INFERENCE_POOL_API_VERSION,
         "kind": INFERENCE_POOL_KIND,
-        "metadata": _metadata(cr, name),
+        "metadata": owned_metadata(cr, name),
         "spec": {
             "selector": {"matchLabels": service_selector(cr)},
             "targetPorts": [{"number": ENGINE_PORT}],
@@ -246,7 +249,7 @@ def learning_claim(cr: SpeculativeInference) -> dict[str, Any] | None:
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": _metadata(cr, claim_name(cr.metadata.name)),
+        "metadata": owned_metadata(cr, claim_name(cr.metadata.name)),
         "spec": spec,
     }
 

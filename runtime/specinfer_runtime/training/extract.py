@@ -19,9 +19,13 @@ from typing import Any
 from specinfer_runtime.hidden_states_connector import CONNECTOR, MODULE
 
 
-def engine_options(target: str, aux_and_last: Sequence[int], scratch: Path, max_model_len: int) -> dict[str, Any]:
-    """The vLLM engine that extracts: method extract_hidden_states (one token a step: it drafts nothing)."""
+def engine_options(
+    target: str, aux_and_last: Sequence[int], scratch: Path, max_model_len: int, loading: dict[str, Any]
+) -> dict[str, Any]:
+    """The vLLM engine that extracts: method extract_hidden_states (one token a step: it drafts nothing), the
+    target loaded as the engines load it (`loading`: tensor parallelism, quantization, remote code)."""
     return {
+        **loading,
         "model": target,
         "speculative_config": {
             "method": "extract_hidden_states",
@@ -71,7 +75,12 @@ def _flush(llm: Any, paths: Sequence[Path]) -> None:
 
 
 def extract(
-    target: str, prompts: Sequence[Sequence[int]], answers: Sequence[int], aux_and_last: Sequence[int], scratch: Path
+    target: str,
+    prompts: Sequence[Sequence[int]],
+    answers: Sequence[int],
+    aux_and_last: Sequence[int],
+    scratch: Path,
+    loading: dict[str, Any],
 ) -> list[Path]:
     """Each prompt answered greedily by the target, in as many tokens as `answers` says; the files of hidden
     states, in the prompts' order. The
@@ -79,7 +88,7 @@ def extract(
     from vllm import LLM, SamplingParams
 
     longest = max(len(p) + a for p, a in zip(prompts, answers, strict=True))
-    llm = LLM(**engine_options(target, aux_and_last, scratch, longest + 1))
+    llm = LLM(**engine_options(target, aux_and_last, scratch, longest + 1, loading))
     outputs = llm.generate(
         [{"prompt_token_ids": list(p)} for p in prompts],
         [SamplingParams(temperature=0.0, max_tokens=a) for a in answers],
@@ -96,11 +105,18 @@ def extract(
 
 
 def main(argv: Sequence[str]) -> None:
-    """`extract CONFIG`: CONFIG names target, prompts (token ids), answers (their lengths), layers and
-    scratch; the list of files written goes to CONFIG's `output`."""
+    """`extract CONFIG`: CONFIG names target, prompts (token ids), answers (their lengths), layers, scratch and
+    the engine's loading options; the list of files written goes to CONFIG's `output`."""
     config = json.loads(Path(argv[0]).read_text())
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # _flush steps the engine core in this process
-    files = extract(config["target"], config["prompts"], config["answers"], config["layers"], Path(config["scratch"]))
+    files = extract(
+        config["target"],
+        config["prompts"],
+        config["answers"],
+        config["layers"],
+        Path(config["scratch"]),
+        config["engine"],
+    )
     Path(config["output"]).write_text(json.dumps([str(f) for f in files]))
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -50,7 +51,13 @@ class TrainingRun(Section):
     learning_rate: float = Field(gt=0, le=1)
     speculative_tokens: int = Field(ge=1, le=14, description="Steps of test-time training: the K it serves at.")
     retention_seconds: int = Field(ge=1)
+    since: float = Field(
+        default=0, ge=0, description="When the last run began (Unix time): this one needs a prompt recorded after."
+    )
     device: Literal["auto", "cpu", "npu"] = Field(default="auto")
+    tensor_parallel: int = Field(default=1, ge=1, le=64, description="The target's, as the engines load it.")
+    quantization: str | None = Field(default=None, max_length=64, description="The target's, as the engines load it.")
+    trust_remote_code: bool = Field(default=False, description="The target's, as the engines load it.")
 
 
 class RunError(Exception):
@@ -90,9 +97,17 @@ def run(config: TrainingRun, now: float) -> dict[str, Any]:
     target = local(config.target)
     tokenizer = AutoTokenizer.from_pretrained(target)
     found = recorded(Path(config.samples), now, config.retention_seconds)
-    prompts = select(found, tokenizer_of(tokenizer), config.max_tokens, config.max_output_tokens)
+    newest = next(found, None)
+    if newest is None or not _number(newest.get("time")) or newest["time"] <= config.since:
+        raise RunError(
+            f"no prompt recorded in {config.samples} since the last run: the engines record nothing (see their "
+            "specinfer_samples_dropped_total), or sampling.maxBytes is reached"
+        )
+    prompts = select(
+        itertools.chain([newest], found), tokenizer_of(tokenizer), config.max_tokens, config.max_output_tokens
+    )
     if not prompts:
-        raise RunError(f"no recorded prompt to learn from in {config.samples}")
+        raise RunError(f"none of the prompts recorded in {config.samples} can be tokenized (chat without a template?)")
     target_config = json.loads((target / "config.json").read_text())
     start = _start_dir(config.start)
     start_config = json.loads((start / "config.json").read_text()) if start else None
@@ -101,7 +116,7 @@ def run(config: TrainingRun, now: float) -> dict[str, Any]:
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     try:
-        paths = _extract(str(target), prompts, layers, scratch)
+        paths = _extract(config, str(target), prompts, layers, scratch)
         examples = [head.Example(d["hidden_states"], d["token_ids"]) for d in map(load_file, map(str, paths))]
         torch.manual_seed(config.generation)
         draft = head.new_head(target, layers, config.speculative_tokens)
@@ -131,6 +146,10 @@ def run(config: TrainingRun, now: float) -> dict[str, Any]:
     return result
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _start_dir(start: str | None) -> Path | None:
     """The draft in force as a directory, when it can be had (a Hub draft that cannot is trained anew)."""
     if start is None:
@@ -143,7 +162,9 @@ def _start_dir(start: str | None) -> Path | None:
     return found if (found / "config.json").is_file() else None
 
 
-def _extract(target: str, prompts: Sequence[Any], layers: Sequence[int], scratch: Path) -> list[Path]:
+def _extract(
+    config: TrainingRun, target: str, prompts: Sequence[Any], layers: Sequence[int], scratch: Path
+) -> list[Path]:
     """extract.py in a process of its own: its memory is the device's again when it exits."""
     request = scratch / "extract.json"
     listing = scratch / "files.json"
@@ -155,6 +176,11 @@ def _extract(target: str, prompts: Sequence[Any], layers: Sequence[int], scratch
                 "layers": list(layers),
                 "scratch": str(scratch / "hidden-states"),
                 "answers": [p.answer_tokens for p in prompts],
+                "engine": {
+                    "tensor_parallel_size": config.tensor_parallel,
+                    "quantization": config.quantization,
+                    "trust_remote_code": config.trust_remote_code,
+                },
                 "output": str(listing),
             }
         )

@@ -1,0 +1,62 @@
+"""The draft generation in force, both ends of its path (pure), as tuning/applied.py does for K.
+
+The learning loop (learning/loop.py) hands a trained generation to the reconcile loop by writing the annotation
+`learning.specinfer.io/draft: "N"` on the resource; `learned` gives the resource to render with it: the spec with
+speculative.draftModel replaced by generation N's directory on the learning claim. The spec itself is never
+edited (GitOps keeps it as written), and the annotation's update reconciles the resource like any other: the
+new configuration goes through the canary, which promotes it or rolls it back. Without spec.learning, or with an
+annotation that is not a generation number, the spec's draft serves.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+from specinfer_operator.api.labels import LEARNED_DRAFT_ANNOTATION
+from specinfer_operator.render.learning import claim_name, draft_dir
+
+SPEC_DRAFT = "spec"  # what status calls the spec's own draft
+MAX_GENERATION = 1_000_000
+_NUMBER = re.compile(r"[0-9]{1,7}")  # ASCII digits only: str.isdigit() takes other scripts' too
+
+
+def generation_of(body: dict[str, Any]) -> int:
+    """The generation the annotation puts in force; 0 for the spec's draft."""
+    if (body.get("spec") or {}).get("learning") is None:
+        return 0
+    raw = ((body.get("metadata") or {}).get("annotations") or {}).get(LEARNED_DRAFT_ANNOTATION, "")
+    text = raw if isinstance(raw, str) else ""
+    return int(text) if _NUMBER.fullmatch(text) and 0 < int(text) <= MAX_GENERATION else 0
+
+
+def draft_label(generation: int) -> str:
+    """A generation as status names it: spec, or gen-N."""
+    return f"gen-{generation}" if generation else SPEC_DRAFT
+
+
+def learned(body: dict[str, Any]) -> dict[str, Any]:
+    """The resource to render: with the generation in force as its draft (the body itself when none is)."""
+    generation = generation_of(body)
+    if not generation:
+        return body
+    name = body["metadata"]["name"]
+    out = copy.deepcopy(body)
+    source = {"pvc": {"claimName": claim_name(name), "subPath": draft_dir(generation)}}
+    out["spec"]["speculative"]["draftModel"] = {"name": f"{claim_name(name)}/{draft_dir(generation)}", "source": source}
+    return out
+
+
+def generation_of_draft(name: str, draft: dict[str, Any] | None) -> int:
+    """Which generation a rendered draftModel is (0: not one of the claim's)."""
+    pvc = ((draft or {}).get("source") or {}).get("pvc") or {}
+    prefix = draft_dir(0).removesuffix("0")
+    sub = str(pvc.get("subPath") or "")
+    if (
+        pvc.get("claimName") != claim_name(name)
+        or not sub.startswith(prefix)
+        or not _NUMBER.fullmatch(sub[len(prefix) :])
+    ):
+        return 0
+    return int(sub[len(prefix) :])

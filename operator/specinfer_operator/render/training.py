@@ -1,0 +1,158 @@
+"""The training Job of spec.learning (pure): one run of specinfer-train, owned by the resource.
+
+The Job's pod is an engine pod's sibling: the same target volumes and Hub cache, environment, placement,
+runtime class and pod security context (so it passes the namespace's Pod Security level as the engines do),
+no privilege and no API token, with the whole learning claim mounted. It runs once (no retry: a failed run is
+a Failed generation, and the next one waits for new prompts), within training.deadlineSeconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from specinfer_operator.api.labels import INSTANCE_LABEL, MANAGED_BY_LABEL, MANAGER
+from specinfer_operator.api.overlay import PodSpecOverlay
+from specinfer_operator.api.resource import SpeculativeInference
+from specinfer_operator.render.children import RenderDefaults, owned_metadata
+from specinfer_operator.render.learning import LEARNING_PATH, LEARNING_VOLUME, SAMPLES_DIR, claim_name, draft_dir
+from specinfer_operator.render.pod import ENGINE_SECURITY, POD_SECURITY
+from specinfer_operator.render.sizing import engine_resources
+from specinfer_operator.render.storage import storage
+from specinfer_runtime.training.job import TrainingRun
+
+TRAINER_CONTAINER = "trainer"
+COMPONENT = "training"
+KEEP_FINISHED_SECONDS = 86_400  # the Job and its pod, for inspection; the result is in the status by then
+MAX_NAME = 63  # Job names become a label value of their pods
+
+
+def job_name(name: str, generation: int) -> str:
+    """`<name>-draft-<generation>`, shortened with a hash of the whole when it would pass 63 characters."""
+    full = f"{name}-draft-{generation}"
+    if len(full) <= MAX_NAME:
+        return full
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    suffix = f"-{digest}-draft-{generation}"
+    return name[: MAX_NAME - len(suffix)].rstrip("-") + suffix
+
+
+def job_labels(name: str) -> dict[str, str]:
+    """A training pod's labels: the resource's, never its engines' selector (no Service sends it requests)."""
+    return {
+        "app.kubernetes.io/name": "specinfer-trainer",
+        INSTANCE_LABEL: name,
+        "app.kubernetes.io/component": COMPONENT,
+        MANAGED_BY_LABEL: MANAGER,
+    }
+
+
+def training_run(cr: SpeculativeInference, generation: int, start: str | None, since: float) -> TrainingRun:
+    """What the run does. `start` is the draft in force as the Job sees it (a directory or a Hub id), `since`
+    when the last run began (Unix time)."""
+    settings = cr.spec.learning
+    assert settings is not None
+    engine = cr.spec.engine()
+    return TrainingRun(
+        generation=generation,
+        target=engine.model.load_path("target"),
+        start=start,
+        samples=f"{LEARNING_PATH}/{SAMPLES_DIR}",
+        output=f"{LEARNING_PATH}/{draft_dir(generation)}",
+        scratch=f"{LEARNING_PATH}/scratch/gen-{generation}",
+        max_tokens=settings.sampling.max_tokens,
+        max_output_tokens=settings.training.max_output_tokens,
+        epochs=settings.training.epochs,
+        learning_rate=settings.training.learning_rate,
+        speculative_tokens=engine.effective_k(),
+        retention_seconds=settings.sampling.retention_hours * 3600,
+        since=since,
+        tensor_parallel=engine.parallelism.tensor,
+        quantization=engine.model.quantization,
+        trust_remote_code=engine.model.trust_remote_code,
+    )
+
+
+def start_of(cr: SpeculativeInference, in_force: int) -> str | None:
+    """The draft a run continues from: the generation in force on the claim, or the spec's draft."""
+    if in_force > 0:
+        return f"{LEARNING_PATH}/{draft_dir(in_force)}"
+    draft = cr.spec.engine().speculative.draft_model
+    return draft.load_path("draft") if draft else None
+
+
+def training_job(
+    cr: SpeculativeInference, generation: int, in_force: int, since: float, defaults: RenderDefaults
+) -> dict[str, Any]:
+    """The Job that makes `generation`, continuing from generation `in_force` (0: the spec's draft); it needs
+    a prompt recorded after `since` (Unix time: when the last run began)."""
+    spec, name = cr.spec, cr.metadata.name
+    settings = spec.learning
+    assert settings is not None
+    training = settings.training
+    engine = spec.engine()
+    models = storage(engine, spec.resources)
+    npu = spec.resources.npu_resource_name or defaults.npu_resource_name
+    resources = engine_resources(spec, npu, models.downloads())
+    npus = str(training.npus or spec.npus_per_pod())
+    for kind in ("requests", "limits"):
+        resources[kind] |= {npu: npus}
+        if training.cpu:
+            resources[kind]["cpu"] = training.cpu
+        if training.memory:
+            resources[kind]["memory"] = training.memory
+    run = training_run(cr, generation, start_of(cr, in_force), since)
+    container = {
+        "name": TRAINER_CONTAINER,
+        "image": training.image or defaults.trainer_image,
+        "imagePullPolicy": spec.runtime.image_pull_policy,
+        "command": ["specinfer-train", "--config", json.dumps(run.dump(), sort_keys=True, separators=(",", ":"))],
+        "env": [*models.env, *(var.render() for var in spec.runtime.env or [])],
+        "envFrom": [source.dump() for source in spec.runtime.env_from or []],
+        "resources": resources,
+        "volumeMounts": [
+            {"name": "shm", "mountPath": "/dev/shm"},
+            *models.mounts,
+            {"name": LEARNING_VOLUME, "mountPath": LEARNING_PATH},
+        ],
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File",
+        "securityContext": ENGINE_SECURITY,
+    }
+    overlay = (spec.pod_template.spec if spec.pod_template else None) or PodSpecOverlay()
+    placement = spec.placement
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [{k: v for k, v in container.items() if v != []}],
+        "volumes": [
+            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.resources.shared_memory}},
+            *models.volumes,
+            {"name": LEARNING_VOLUME, "persistentVolumeClaim": {"claimName": claim_name(name)}},
+        ],
+        "securityContext": {**(overlay.security_context.dump() if overlay.security_context else {}), **POD_SECURITY},
+        "automountServiceAccountToken": False,
+        "runtimeClassName": overlay.runtime_class_name,
+        "nodeSelector": placement.node_selector,
+        "tolerations": [t.dump() for t in placement.tolerations or []],
+        "affinity": placement.affinity.dump() if placement.affinity else None,
+        "schedulerName": placement.scheduler_name,
+        "priorityClassName": placement.priority_class_name,
+        "imagePullSecrets": [{"name": s} for s in spec.runtime.image_pull_secrets or []],
+    }
+    metadata = owned_metadata(cr, job_name(name, generation))
+    metadata["labels"] = job_labels(name)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata,
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": training.deadline_seconds,
+            "ttlSecondsAfterFinished": KEEP_FINISHED_SECONDS,
+            "template": {
+                "metadata": {"labels": job_labels(name)},
+                "spec": {k: v for k, v in pod.items() if v or v is False},
+            },
+        },
+    }
