@@ -38,13 +38,13 @@ def job_name(name: str, generation: int) -> str:
     return name[: MAX_NAME - len(suffix)].rstrip("-") + suffix
 
 
-def job_labels(name: str) -> dict[str, str]:
-    """A training pod's labels: the resource's, never its engines' selector (no Service sends it requests)."""
+def pod_labels(name: str) -> dict[str, str]:
+    """A training pod's labels: never its engines' selector (no Service sends it requests), and not the
+    operator's managed-by label, which its watches of engine pods select on (the learning loop reads the Job)."""
     return {
         "app.kubernetes.io/name": "specinfer-trainer",
         INSTANCE_LABEL: name,
         "app.kubernetes.io/component": COMPONENT,
-        MANAGED_BY_LABEL: MANAGER,
     }
 
 
@@ -141,7 +141,7 @@ def training_job(
         "imagePullSecrets": [{"name": s} for s in spec.runtime.image_pull_secrets or []],
     }
     metadata = owned_metadata(cr, job_name(name, generation))
-    metadata["labels"] = job_labels(name)
+    metadata["labels"] = {**pod_labels(name), MANAGED_BY_LABEL: MANAGER}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -151,7 +151,7 @@ def training_job(
             "activeDeadlineSeconds": training.deadline_seconds,
             "ttlSecondsAfterFinished": KEEP_FINISHED_SECONDS,
             "template": {
-                "metadata": {"labels": job_labels(name)},
+                "metadata": {"labels": pod_labels(name)},
                 "spec": {k: v for k, v in pod.items() if v or v is False},
             },
         },

@@ -36,6 +36,7 @@ def test_one_try_within_the_deadline_owned_by_the_resource() -> None:
     assert (found["spec"]["backoffLimit"], found["spec"]["activeDeadlineSeconds"]) == (0, 1800)
     labels = found["spec"]["template"]["metadata"]["labels"]
     assert labels["app.kubernetes.io/name"] == "specinfer-trainer"  # not the engines' selector: no Service traffic
+    assert "app.kubernetes.io/managed-by" not in labels  # nor in the operator's watch of engine pods
 
 
 def test_the_pod_is_an_engine_pods_sibling_without_privilege_or_token() -> None:

@@ -1,0 +1,115 @@
+"""How a generation's run and its canary ended (pure), from the Job, its pod and the resource's status.
+
+The run's result is the pod's termination message: one line of JSON that specinfer-train writes, in a pod
+the tenant controls. It is read as untrusted: at most MAX_MESSAGE bytes, known keys only, numbers in range;
+anything else is kept out of the status (a failed run's message is quoted, shortened, as its reason).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from specinfer_operator.learning.draft import draft_label
+
+MAX_MESSAGE = 4096
+MAX_REASON = 512
+# The result's numbers the status takes, with their upper bounds.
+_COUNTS = {"samples": 1e9, "tokens": 1e12}
+_SECONDS = {"trainingSeconds": 1e7}
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """A run that ended: Succeeded with its figures for the status, or Failed with why."""
+
+    phase: Literal["Succeeded", "Failed"]
+    figures: dict[str, Any]
+    reason: str
+
+
+def _finished(job: dict[str, Any]) -> tuple[str, str] | None:
+    """(Complete or Failed, the condition's reason and message) once the Job says it ended."""
+    for condition in (job.get("status") or {}).get("conditions") or []:
+        if condition.get("type") in ("Complete", "Failed") and condition.get("status") == "True":
+            said = ": ".join(str(condition.get(k)) for k in ("reason", "message") if condition.get(k))
+            return str(condition["type"]), said
+    return None
+
+
+def _message(pod: dict[str, Any] | None) -> str:
+    for status in ((pod or {}).get("status") or {}).get("containerStatuses") or []:
+        terminated = (status.get("state") or {}).get("terminated") or {}
+        if terminated.get("message"):
+            return str(terminated["message"])[:MAX_MESSAGE]
+    return ""
+
+
+def _shown(text: str) -> str:
+    """A pod's words as a reason: the first line, printable, shortened."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    line = "".join(c if c.isprintable() else "?" for c in line)
+    return line[:MAX_REASON] + ("..." if len(line) > MAX_REASON else "")
+
+
+def result_of(message: str) -> dict[str, Any] | None:
+    """The figures of specinfer-train's result line, or None when it is not one."""
+    try:
+        found = json.loads(message)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(found, dict):
+        return None
+    figures: dict[str, Any] = {}
+    for key, bound in (_COUNTS | _SECONDS).items():
+        value = found.get(key)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            return None
+        if not 0 <= value <= bound:
+            return None
+        figures[key] = round(float(value), 1) if key in _SECONDS else int(value)
+    return figures
+
+
+def run_end(job: dict[str, Any] | None, pod: dict[str, Any] | None) -> RunEnd | None:
+    """How the run of `job` ended (None while it runs). A Job that is gone ended too: Failed."""
+    if job is None:
+        return RunEnd("Failed", {}, "its Job is gone (deleted before the operator read its result)")
+    finished = _finished(job)
+    if finished is None:
+        return None
+    kind, said = finished
+    message = _message(pod)
+    if kind == "Complete":
+        figures = result_of(message)
+        if figures is None:
+            return RunEnd("Failed", {}, f"the Job completed without a result: {_shown(message) or 'no message'}")
+        return RunEnd("Succeeded", figures, "")
+    return RunEnd("Failed", {}, _shown(message) or said or "the Job failed")
+
+
+def figures_of(observed: dict[str, Any] | None) -> dict[str, float]:
+    """A configuration's figures as a generation keeps them (its speed and mean acceptance length)."""
+    found = observed or {}
+    keys = ("meanAcceptanceLength", "decodeTokensPerSecond")
+    return {k: round(float(found[k]), 3) for k in keys if isinstance(found.get(k), int | float)}
+
+
+CanaryEnd = Literal["Promoted", "RolledBack"]
+
+
+def canary_end(generation: int, status: dict[str, Any]) -> tuple[CanaryEnd, str] | None:
+    """How the canary of `generation` ended, from the rollout status: Promoted once it serves on every pod,
+    RolledBack once a rollback of it is in force (None while its canary runs)."""
+    rollout = status.get("rollout") or {}
+    if rollout.get("canary"):
+        return None
+    label = draft_label(generation)
+    back = rollout.get("rolledBack") or {}
+    if back and back.get("draft") == label:
+        return "RolledBack", _shown(f"{back.get('reason', '')}: {back.get('message', '')}")
+    if (rollout.get("lastGood") or {}).get("draft") == label:
+        return "Promoted", ""
+    return None
