@@ -12,6 +12,7 @@ from specinfer_runtime.base import Section, list_map
 
 # What decides how many drafts a request verifies (tuning/adaptivity.py).
 Adaptivity = Literal["StaticK", "KByBatchSize", "AdaptiveVerification", "DynamicVerification"]
+DRAFT = "With spec.learning: the draft generation it serves, spec (speculative.draftModel) or gen-N."
 
 
 class Condition(Section):
@@ -125,6 +126,7 @@ class SpeculationStatus(Section):
         "schedule), AdaptiveVerification or DynamicVerification (the engine, per request and step; from the spec "
         "or tried and kept by Auto tuning).",
     )
+    draft: str | None = Field(default=None, max_length=32, description=DRAFT)
     image: str | None = Field(default=None, max_length=512, description="The runtime image that serves it.")
     engine_versions: EngineVersions | None = Field(
         default=None,
@@ -151,6 +153,7 @@ class LastGoodConfiguration(Section):
     )
     image: str | None = Field(default=None, max_length=512, description="Its runtime image.")
     engine_versions: EngineVersions | None = Field(default=None, description="Its image's engine releases, when known.")
+    draft: str | None = Field(default=None, max_length=32, description=DRAFT)
     time: str = Field(max_length=64, description="When it first served on every replica (RFC 3339).")
 
 
@@ -166,6 +169,7 @@ class RolledBackConfiguration(Section):
         description="The hash of the spec it came from but for replicas and autoscaling: an edited spec tries "
         "again, a scale event does not.",
     )
+    draft: str | None = Field(default=None, max_length=32, description=DRAFT)
     reason: str = Field(
         max_length=128,
         description="How it failed: CrashLoopBackOff, ProgressDeadlineExceeded...; a canary: SpeedBelowStable "

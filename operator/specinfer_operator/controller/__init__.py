@@ -2,5 +2,5 @@
 (refresh.py), and both arrange which workloads run which configuration (arrangement.py: the rollout with its
 canary and rollback) and publish the status they compute (conditions.py, publish.py).
 
-May import: api, render, platform, tuning.
+May import: api, render, platform, tuning, learning.
 """

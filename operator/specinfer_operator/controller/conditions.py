@@ -83,6 +83,7 @@ class Desired:
     autoscaling: AutoscalingSettings | None = None  # spec.autoscaling
     candidate: str = ""  # the engine-side mechanism Auto may try (status.tuning.adaptivityCandidate)
     requests: dict[str, str] = field(default_factory=dict)  # of each pod's engine container, from its node
+    draft: str = ""  # with spec.learning: the draft generation it serves (spec, gen-N; learning/draft.py)
 
     def unit(self) -> str:
         """What a replica is, in status messages."""
@@ -200,6 +201,7 @@ def compute(
         **_schedule(desired),
         **({"captureSizes": desired.capture_sizes} if desired.capture_sizes else {}),
         **({"adaptivity": desired.adaptivity} if desired.adaptivity else {}),
+        **_draft(desired),
         **_engine(desired),
         **({"observed": measured} if measured is not None else {}),
     }
@@ -280,11 +282,16 @@ def serving_last_good(desired: Desired, good: dict[str, Any]) -> Desired:
         family=good.get("family", ""),
         image=good.get("image", ""),
         engine_versions=good.get("engineVersions"),
+        draft=good.get("draft", ""),
     )
 
 
 def _schedule(desired: Desired) -> dict[str, Any]:
     return {SCHEDULE_FIELD: as_ranges(desired.schedule)} if desired.schedule else {}
+
+
+def _draft(desired: Desired) -> dict[str, Any]:
+    return {"draft": desired.draft} if desired.draft else {}
 
 
 def _engine(desired: Desired) -> dict[str, Any]:
@@ -322,6 +329,7 @@ def last_good(before: dict[str, Any] | None, desired: Desired, state: Health, no
         **({"captureSizes": desired.capture_sizes} if desired.capture_sizes else {}),
         **({"adaptivity": desired.adaptivity} if desired.adaptivity else {}),
         **({"family": desired.family} if desired.family else {}),
+        **_draft(desired),
         **_engine(desired),
         "time": now,
     }

@@ -23,6 +23,7 @@ from specinfer_operator.api.service import INFERENCE_POOL_API_VERSION, INFERENCE
 from specinfer_operator.api.timestamps import utc_now
 from specinfer_operator.controller.conditions import Desired, Observed
 from specinfer_operator.controller.writes import Owned
+from specinfer_operator.learning.draft import draft_label, generation_of_draft
 from specinfer_operator.platform.kube import Kube
 from specinfer_operator.platform.ownership import Ownership, controlled_by
 from specinfer_operator.render.children import (
@@ -205,7 +206,16 @@ def desired_of(
         engine_versions=versions.dump() if versions is not None else None,
         schedule=applied.schedule_of(engine.speculative),
         requests={k: v for k, v in engine_requests(cr.spec, npu).items() if k != npu},
+        draft=draft_in(cr),
     )
+
+
+def draft_in(cr: SpeculativeInference) -> str:
+    """With spec.learning, the draft generation `cr` serves (spec or gen-N); empty without."""
+    if cr.spec.learning is None:
+        return ""
+    draft = cr.spec.speculative.draft_model
+    return draft_label(generation_of_draft(cr.metadata.name, draft.dump() if draft else None))
 
 
 def observe(ctx: Context, body: dict[str, Any], kind: Kind, deployment: dict[str, Any] | None = None) -> Observed:

@@ -44,6 +44,7 @@ from specinfer_operator.controller.pool import (
 )
 from specinfer_operator.controller.publish import publish
 from specinfer_operator.controller.writes import Clash, Owned, own_history
+from specinfer_operator.learning.draft import learned
 from specinfer_operator.platform import metrics
 from specinfer_operator.render import workload
 from specinfer_operator.render.admission import check
@@ -141,6 +142,7 @@ def verdict_of(
     """Whether the spec may roll out (valid, and within the tenant `policy`); the resource and its desired
     state when it may. `groups` says why an engine over several nodes cannot run (asked only for such a spec)."""
     checker = functools.partial(check, policy=policy, stored=True)
+    cr_body = learned(cr_body)  # the draft generation in force, with spec.learning
     report = checker(cr_body)
     chosen = applied.resolve(cr_body, report, lambda c: family_hash(c, defaults), checker)
     if chosen is None:

@@ -20,6 +20,7 @@ from specinfer_operator.controller.conditions import GROUPS_MISSING, INVALID_SPE
 from specinfer_operator.controller.context import Context, desired_of, observe
 from specinfer_operator.controller.publish import publish
 from specinfer_operator.controller.writes import Clash
+from specinfer_operator.learning.draft import learned
 from specinfer_operator.platform.debounce import Debounce
 from specinfer_operator.render import workload
 from specinfer_operator.render.admission import check
@@ -122,6 +123,7 @@ def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> N
         return
     policy = ctx.tenant_policy()
     checker = functools.partial(check, policy=policy, stored=True)
+    body = learned(body)  # the draft generation in force, with spec.learning
     report = checker(body)
     chosen = applied.resolve(body, report, lambda c: family_hash(c, ctx.defaults), checker)
     if chosen is None:

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from specinfer_operator.controller.context import desired_of
 from specinfer_operator.learning.draft import draft_label, generation_of, generation_of_draft, learned
-from specinfer_operator.render.children import render
+from specinfer_operator.render.children import RenderDefaults, render
 from tests.support.builders import cr
 
 SPEC: dict[str, Any] = {
@@ -59,3 +60,10 @@ def test_status_names_generations() -> None:
     assert generation_of_draft("demo", {"name": "org/draft"}) == 0
     other = {"name": "x", "source": {"pvc": {"claimName": "other-learning", "subPath": "drafts/gen-2"}}}
     assert generation_of_draft("demo", other) == 0
+
+
+def test_the_status_says_which_generation_a_configuration_serves() -> None:
+    assert desired_of(cr(learned(body(SPEC, "3"))["spec"]), RenderDefaults()).draft == "gen-3"
+    assert desired_of(cr(SPEC), RenderDefaults()).draft == "spec"
+    without = {k: v for k, v in SPEC.items() if k != "learning"}
+    assert desired_of(cr(without), RenderDefaults()).draft == ""
