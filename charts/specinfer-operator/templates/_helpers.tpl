@@ -71,6 +71,14 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   resources: ["poddisruptionbudgets"]
   # spec.disruptionBudget: applied like the other children, deleted when the spec drops it.
   verbs: ["get", "create", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  # spec.learning: its claim, applied like the other children, deleted when the spec drops learning.
+  verbs: ["get", "create", "patch", "delete"]
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  # spec.learning: its training runs (owned by the resource; Kubernetes removes them a day after they end).
+  verbs: ["get", "create", "patch"]
 - apiGroups: ["autoscaling"]
   resources: ["horizontalpodautoscalers"]
   # spec.autoscaling: applied like the other children, deleted when the spec drops it.

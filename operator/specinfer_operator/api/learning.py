@@ -220,8 +220,11 @@ class LearningStatus(Section):
     """Where learning stands: the draft in force, what has been recorded since the last run, each generation."""
 
     draft: str = Field(max_length=32, description="The draft in force: spec (speculative.draftModel), or gen-N.")
-    samples_since_training: int = Field(
-        default=0, description="Prompts the engines recorded since the last run began (from their /metrics)."
+    since: str | None = Field(default=None, max_length=64, description="When learning began (RFC 3339).")
+    requests_since_training: int = Field(
+        default=0,
+        description="Requests the engines served since the last run began (from their /metrics); they recorded "
+        "sampling.percent of them.",
     )
     message: str = Field(default="", max_length=1024, description="What learning waits for, or does.")
     promoted_acceptance_length: float | None = Field(

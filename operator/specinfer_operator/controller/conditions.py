@@ -156,7 +156,16 @@ def compute(
     config_message = verdict.message or "; ".join(verdict.warnings) or "the spec is valid"
     config = condition("ConfigValid", verdict.valid, verdict.reason, config_message, generation, before, now)
     if not verdict.valid or desired is None:
-        for key in ("speculation", "endpoint", "configHash", "selector", "rollout", "tuning", "autoscaling"):
+        for key in (
+            "speculation",
+            "endpoint",
+            "configHash",
+            "selector",
+            "rollout",
+            "tuning",
+            "autoscaling",
+            "learning",
+        ):
             if key in previous:
                 status[key] = previous[key]
         want = int(((observed.deployment or {}).get("spec") or {}).get("replicas") or 0)
@@ -207,6 +216,8 @@ def compute(
     }
     if desired.autoscaling is not None:
         status["autoscaling"] = status_of(desired.autoscaling, measured)
+    if desired.draft and "learning" in previous:  # the learning loop's (learning/loop.py); gone with spec.learning
+        status["learning"] = previous["learning"]
     status["endpoint"] = desired.endpoint
     status["configHash"] = desired.config_hash
     status["selector"] = desired.selector

@@ -15,6 +15,8 @@ from specinfer_operator.controller.context import Context
 from specinfer_operator.controller.pool import CRD_MISSING, POOL_CONDITION
 from specinfer_operator.controller.reconcile import reconcile
 from specinfer_operator.controller.refresh import Refreshes
+from specinfer_operator.learning import loop as learning
+from specinfer_operator.render.admission import check
 from specinfer_operator.render.children import label_selector
 from specinfer_operator.telemetry.loop import Telemetry
 
@@ -153,6 +155,29 @@ def retry_without_pools(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None
     spec. The resource is reconciled only once the API serves pools (asked once for every resource)."""
     if _context(memo, kwargs).pools_served():
         on_spec(body=body, memo=memo, **kwargs)
+
+
+@kopf.timer(
+    GROUP,
+    VERSION,
+    PLURAL,
+    interval=learning.INTERVAL,
+    initial_delay=learning.INTERVAL,
+    when=lambda spec, **_: spec.get("learning") is not None,
+)
+def learn(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
+    """spec.learning: count what was served, start training runs, hand trained drafts to their canary."""
+    ctx = _context(memo, kwargs)
+    resource = dict(body)
+    namespace, name = str(body.metadata.namespace), str(body.metadata.name)
+    report = check(resource, policy=ctx.tenant_policy(), stored=True)
+    if report.value is None:
+        return  # an invalid spec: the reconcile loop says why; learning waits with it
+    telemetry: Telemetry = memo["telemetry"]
+    with ctx.lock(namespace, name):
+        learning.tick(
+            resource, report.value, ctx.kube, ctx.defaults, telemetry.take_requests((namespace, name)), ctx.now()
+        )
 
 
 # The event handlers below only update memory or schedule work, so they run on kopf's event loop: a

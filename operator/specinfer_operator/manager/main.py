@@ -101,7 +101,9 @@ def run(settings: Settings) -> None:
             os.kill(os.getpid(), signal.SIGTERM)
 
         elector.keep(lost=step_down)
-    defaults = RenderDefaults(settings.runtime_image, settings.npu_resource_name, settings.keda_prometheus)
+    defaults = RenderDefaults(
+        settings.runtime_image, settings.npu_resource_name, settings.keda_prometheus, settings.trainer_image
+    )
     ctx = Context(
         kube,
         defaults,

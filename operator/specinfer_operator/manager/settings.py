@@ -8,13 +8,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specinfer_operator.render.children import DEFAULT_NPU_RESOURCE, DEFAULT_RUNTIME_IMAGE
+from specinfer_operator.render.children import DEFAULT_NPU_RESOURCE, DEFAULT_RUNTIME_IMAGE, DEFAULT_TRAINER_IMAGE
 from specinfer_operator.telemetry.targets import ScrapeConfig
 
 
 @dataclass(frozen=True)
 class Settings:
     runtime_image: str
+    trainer_image: str
     npu_resource_name: str
     namespaces: tuple[str, ...]
     metrics_port: int
@@ -44,6 +45,12 @@ def parse(argv: Sequence[str] | None = None) -> Settings:
         "--runtime-image",
         default=_env("SPECINFER_RUNTIME_IMAGE", DEFAULT_RUNTIME_IMAGE),
         help="image for resources that set no spec.runtime.image (SPECINFER_RUNTIME_IMAGE)",
+    )
+    p.add_argument(
+        "--trainer-image",
+        default=_env("SPECINFER_TRAINER_IMAGE", DEFAULT_TRAINER_IMAGE),
+        help="image of spec.learning's training Jobs for resources that set no spec.learning.training.image "
+        "(SPECINFER_TRAINER_IMAGE)",
     )
     p.add_argument(
         "--npu-resource-name",
@@ -153,6 +160,7 @@ def parse(argv: Sequence[str] | None = None) -> Settings:
     namespaces = args.namespaces or [n for n in _env("SPECINFER_NAMESPACES", "").split(",") if n]
     return Settings(
         runtime_image=args.runtime_image,
+        trainer_image=args.trainer_image,
         npu_resource_name=args.npu_resource_name,
         namespaces=tuple(namespaces),
         metrics_port=args.metrics_port,

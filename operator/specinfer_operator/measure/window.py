@@ -115,6 +115,14 @@ def increase(samples: Iterable[Sample], start: float = float("inf")) -> Counts:
     return total
 
 
+def served_since(previous: Sample | None, sample: Sample) -> int:
+    """Requests a pod served between two of its samples (those that reached decoding); none across a
+    restart, whose requests before its first sample are not counted."""
+    if previous is None or previous.series != sample.series:
+        return 0
+    return max(0, sample.counts.steps.requests - previous.counts.steps.requests)
+
+
 @dataclass
 class History:
     """The recent samples of one pod, enough to cover the window plus the sample just before it."""

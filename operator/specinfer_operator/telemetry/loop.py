@@ -35,7 +35,7 @@ from specinfer_operator.api.rollout import CanarySettings
 from specinfer_operator.api.service import TelemetrySettings
 from specinfer_operator.controller.refresh import Refreshes
 from specinfer_operator.measure.scrape import ScrapeError, scrape
-from specinfer_operator.measure.window import Counts, Failure, Figures, History, Sample, aggregate
+from specinfer_operator.measure.window import Counts, Failure, Figures, History, Sample, aggregate, served_since
 from specinfer_operator.platform import metrics
 from specinfer_operator.platform.kube import Kube
 from specinfer_operator.platform.ownership import Ownership
@@ -135,6 +135,15 @@ class Telemetry:
             watched.max_batch = max_batch if isinstance(max_batch, int) and max_batch > 0 else MAX_SCHEDULE_BATCH
             watched.status = dict(body.get("status") or {})
             watched.generation = int(meta.get("generation") or 0)
+
+    def take_requests(self, key: Key) -> int:
+        """The requests `key`'s engines served since the last call (for spec.learning's triggers)."""
+        with self._guard:
+            watched = self._watched.get(key)
+            if watched is None:
+                return 0
+            taken, watched.requests = watched.requests, 0
+            return taken
 
     def pod_event(self, kind: str | None, body: dict[str, Any]) -> None:
         meta = body.get("metadata", {})
@@ -308,6 +317,7 @@ class Telemetry:
                 continue
             fresh.add(target.pod)
             history = watched.histories.setdefault(target.pod, History(MAX_SAMPLES))
+            watched.requests += served_since(history.samples[-1] if history.samples else None, outcome)
             history.record(outcome, watched.settings.window_seconds)
         found = aggregate(watched.histories, own, fresh, self.clock(), watched.settings.window_seconds)
         return Figures(found.pods, found.pods_measured, found.seconds, found.counts, tuple(sorted(failures)))

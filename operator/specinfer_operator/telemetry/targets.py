@@ -115,6 +115,7 @@ class Watched:
     histories: dict[str, History] = field(default_factory=dict)
     due: float = 0.0
     failed: str = ""  # the last failure of this resource's round reported, so that it is reported once
+    requests: int = 0  # served since the learning loop last took them (Telemetry.take_requests)
 
     def current(self) -> list[Target]:
         """Pods of the configuration the status names: a rollout's old pods are left out."""

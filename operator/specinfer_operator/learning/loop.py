@@ -1,0 +1,216 @@
+"""The learning loop: one step for each resource with spec.learning, every INTERVAL seconds (a kopf timer).
+
+A step reads what it needs (the Job of a generation in training, and its pod), decides (`advance`, pure) and
+writes what changed: status.learning, the draft annotation that hands a trained generation to the reconcile
+loop, a new training Job, and an event for each transition. A generation goes Training (its Job runs), then
+Canary (its annotation is set: the reconcile loop renders it and the canary judges it on speed), then
+Promoted or RolledBack (the annotation goes back to the draft it replaced; its directory stays on the claim
+for inspection); a run that fails is Failed, and the next one waits for new prompts.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from specinfer_operator.api.labels import LEARNED_DRAFT_ANNOTATION
+from specinfer_operator.api.learning import MAX_GENERATIONS
+from specinfer_operator.api.resource import SpeculativeInference
+from specinfer_operator.api.timestamps import parse
+from specinfer_operator.learning.draft import SPEC_DRAFT, draft_label
+from specinfer_operator.learning.outcome import canary_end, figures_of, run_end
+from specinfer_operator.learning.plan import Moment, next_generation, trigger
+from specinfer_operator.platform.kube import Kube
+from specinfer_operator.render.children import RenderDefaults
+from specinfer_operator.render.learning import draft_dir
+from specinfer_operator.render.training import job_name, training_job
+
+log = logging.getLogger(__name__)
+
+INTERVAL = 30  # seconds between steps: a run takes minutes to hours, a canary minutes
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+Event = tuple[str, str, str]  # type, reason, message
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What a step read: the Job of the generation in training and its pod, and the requests the engines
+    served since the last step (the telemetry loop counts them)."""
+
+    job: dict[str, Any] | None = None
+    pod: dict[str, Any] | None = None
+    requests: int = 0
+
+
+@dataclass
+class Step:
+    """What a step writes: status.learning, the draft annotation (None: as it is; "": the spec's draft), the
+    generation whose Job to create (0: none), and events."""
+
+    status: dict[str, Any]
+    annotation: str | None = None
+    start: int = 0
+    events: list[Event] = field(default_factory=list)
+
+
+def generation_of(label: str) -> int:
+    """gen-N as N; the spec's draft as 0."""
+    return int(label.removeprefix("gen-")) if label.startswith("gen-") and label[4:].isdigit() else 0
+
+
+def _quiet(status: dict[str, Any]) -> bool:
+    rollout = status.get("rollout") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    return ready and not rollout.get("canary") and not rollout.get("rolledBack")
+
+
+def _in_force(status: dict[str, Any]) -> str:
+    """The draft that serves on every pod: the last good configuration's."""
+    good = (status.get("rollout") or {}).get("lastGood") or {}
+    return str(good.get("draft") or (status.get("speculation") or {}).get("draft") or SPEC_DRAFT)
+
+
+def _run_ended(last: dict[str, Any], seen: Seen, now: str, step: Step) -> None:
+    ended = run_end(seen.job, seen.pod)
+    if ended is None:
+        return
+    label = draft_label(int(last["generation"]))
+    if ended.phase == "Succeeded":
+        last.update(ended.figures, phase="Canary", draftPath=draft_dir(int(last["generation"])))
+        step.annotation = str(last["generation"])
+        said = (
+            f"{label} trained on {ended.figures['samples']} prompts ({ended.figures['tokens']} tokens) in "
+            f"{ended.figures['trainingSeconds']:.0f} s: its canary decides"
+        )
+        step.events.append(("Normal", "DraftTrained", said))
+        return
+    last.update(phase="Failed", finishedAt=now, reason=ended.reason)
+    step.events.append(("Warning", "DraftTrainingFailed", f"{label} was not trained: {ended.reason}"))
+
+
+def _canary_ended(last: dict[str, Any], status: dict[str, Any], learning: dict[str, Any], now: str, step: Step) -> None:
+    canary = (status.get("rollout") or {}).get("canary")
+    if canary:  # what each side gets, while they are measured side by side
+        after = figures_of(canary.get("observed"))
+        before = figures_of(canary.get("baseline") or (status.get("speculation") or {}).get("observed"))
+        if after:
+            last["after"] = after
+        if before:
+            last["before"] = before
+    generation = int(last["generation"])
+    ended = canary_end(generation, status)
+    if ended is None:
+        return
+    phase, reason = ended
+    label = draft_label(generation)
+    last.update(phase=phase, finishedAt=now, **({"reason": reason} if reason else {}))
+    if phase == "Promoted":
+        length = (last.get("after") or {}).get("meanAcceptanceLength")
+        if length is not None:
+            learning["promotedAcceptanceLength"] = length
+        step.events.append(("Normal", "DraftPromoted", f"{label} serves on every pod: {_compared(last)}"))
+        return
+    replaced = str(last.get("replaces") or SPEC_DRAFT)
+    step.annotation = str(generation_of(replaced) or "")
+    said = f"{label} was rolled back ({reason}); {replaced} serves, and {label} stays on the claim for inspection"
+    step.events.append(("Warning", "DraftRolledBack", said))
+
+
+def _compared(last: dict[str, Any]) -> str:
+    before, after = last.get("before") or {}, last.get("after") or {}
+    parts = [
+        f"{name} {before[key]:.2f} -> {after[key]:.2f}"
+        for key, name in (("meanAcceptanceLength", "mean acceptance length"), ("decodeTokensPerSecond", "decode tok/s"))
+        if key in before and key in after
+    ]
+    return ", ".join(parts) or "no figures measured"
+
+
+def advance(cr: SpeculativeInference, status: dict[str, Any], seen: Seen, now: str) -> Step:
+    """The step for `cr` (its spec as written) and its status, given what was read."""
+    settings = cr.spec.learning
+    assert settings is not None
+    learning = copy.deepcopy(status.get("learning") or {"since": now})
+    learning.setdefault("draft", SPEC_DRAFT)
+    step = Step(learning)
+    learning["requestsSinceTraining"] = int(learning.get("requestsSinceTraining") or 0) + seen.requests
+    generations = learning.setdefault("generations", [])
+    last = generations[-1] if generations else None
+    if last is not None and last.get("phase") == "Training":
+        _run_ended(last, seen, now, step)
+    elif last is not None and last.get("phase") == "Canary":
+        _canary_ended(last, status, learning, now, step)
+    learning["draft"] = _in_force(status)
+    busy = last is not None and last.get("phase") in ("Training", "Canary")
+    observed = (status.get("speculation") or {}).get("observed") or {}
+    moment = Moment(now, learning["requestsSinceTraining"], observed.get("meanAcceptanceLength"), _quiet(status), busy)
+    why = None if busy or step.annotation is not None else trigger(settings, learning, moment)
+    if why is not None:
+        generation = next_generation(learning)
+        generations.append(
+            {
+                "generation": generation,
+                "phase": "Training",
+                "job": job_name(cr.metadata.name, generation),
+                "replaces": learning["draft"],
+                "startedAt": now,
+                "trigger": why,
+            }
+        )
+        learning["requestsSinceTraining"] = 0
+        step.start = generation
+        step.events.append(("Normal", "DraftTraining", f"training {draft_label(generation)}: {why}"))
+    del generations[:-MAX_GENERATIONS]
+    learning["message"] = _message(learning)
+    return step
+
+
+def _message(learning: dict[str, Any]) -> str:
+    generations = learning.get("generations") or []
+    last = generations[-1] if generations else None
+    if last is not None and last["phase"] == "Training":
+        return f"training {draft_label(last['generation'])} (Job {last['job']})"
+    if last is not None and last["phase"] == "Canary":
+        return f"{draft_label(last['generation'])} on its canary"
+    served = learning["requestsSinceTraining"]
+    return f"{learning['draft']} serves; recording prompts ({served} requests since the last run)"
+
+
+def since(learning: dict[str, Any], generation: int) -> float:
+    """When the run before `generation` began (Unix time; 0 before the first): the new one needs newer prompts."""
+    earlier = [g for g in learning.get("generations") or [] if int(g["generation"]) < generation]
+    if not earlier:
+        return 0.0
+    try:
+        return parse(str(earlier[-1].get("startedAt"))).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def tick(
+    body: dict[str, Any], cr: SpeculativeInference, kube: Kube, defaults: RenderDefaults, requests: int, now: str
+) -> None:
+    """One step for a valid resource with spec.learning: read, advance, write."""
+    meta = body["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    status = body.get("status") or {}
+    generations = (status.get("learning") or {}).get("generations") or []
+    last = generations[-1] if generations else None
+    seen = Seen(requests=requests)
+    if last is not None and last.get("phase") == "Training":
+        job = kube.get("batch/v1", "jobs", namespace, last["job"])
+        pods = kube.list("v1", "pods", namespace, f"{JOB_NAME_LABEL}={last['job']}") if job else []
+        seen = Seen(job, max(pods, key=lambda p: p["metadata"].get("creationTimestamp", ""), default=None), requests)
+    step = advance(cr, status, seen, now)
+    if step.start:
+        in_force = generation_of(step.status["draft"])
+        kube.apply(training_job(cr, step.start, in_force, since(step.status, step.start), defaults))
+    if step.annotation is not None:
+        kube.patch_metadata(namespace, name, {"annotations": {LEARNED_DRAFT_ANNOTATION: step.annotation or None}})
+    if step.status != status.get("learning"):
+        kube.patch_status(namespace, name, {"learning": step.status})
+    for kind, reason, message in step.events:
+        log.info("%s/%s: %s: %s", namespace, name, reason, message)
+        kube.event(body, kind, reason, message, now)

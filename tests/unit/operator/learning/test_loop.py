@@ -1,0 +1,127 @@
+"""The learning loop's steps over a whole life: recording, a run, its canary promoted; a second run rolled back;
+a run that fails. Each step is pure: status and what was read in, what to write out."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from specinfer_operator.learning.loop import Seen, Step, advance, since
+from tests.support.builders import cr
+
+SPEC: dict[str, Any] = {
+    "model": {"name": "org/target"},
+    "speculative": {"method": "eagle3", "numSpeculativeTokens": 3, "draftModel": {"name": "org/draft"}},
+    "rollout": {"strategy": "Canary"},
+    "learning": {"sampling": {"percent": 10}, "triggers": {"minNewSamples": 50, "minIntervalMinutes": 0}},
+}
+RESOURCE = cr(SPEC)
+READY = [{"type": "Ready", "status": "True"}]
+T0, T1, T2, T3 = "2026-11-29T10:00:00Z", "2026-11-29T10:10:00Z", "2026-11-29T10:20:00Z", "2026-11-29T10:30:00Z"
+RESULT = {"generation": 1, "samples": 80, "tokens": 7355, "trainingSeconds": 55.8}
+
+
+def serving(draft: str, learning: dict[str, Any] | None = None, **rollout: Any) -> dict[str, Any]:
+    status: dict[str, Any] = {
+        "conditions": READY,
+        "speculation": {"draft": draft, "observed": {"meanAcceptanceLength": 1.0, "decodeTokensPerSecond": 50.0}},
+        "rollout": {"lastGood": {"draft": draft}, **rollout},
+    }
+    return {**status, "learning": learning} if learning is not None else status
+
+
+def completed(message: str) -> Seen:
+    job = {"status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+    pod = {"status": {"containerStatuses": [{"state": {"terminated": {"message": message}}}]}}
+    return Seen(job, pod)
+
+
+def test_a_generation_from_recording_to_promotion() -> None:
+    first = advance(RESOURCE, serving("spec"), Seen(requests=499), T0)
+    assert (first.start, first.annotation, first.status["draft"]) == (0, None, "spec")
+    assert first.status["requestsSinceTraining"] == 499
+    assert first.status["since"] == T0
+
+    started = advance(RESOURCE, serving("spec", first.status), Seen(requests=1), T1)
+    assert started.start == 1
+    (generation,) = started.status["generations"]
+    assert generation["phase"] == "Training"
+    assert generation["job"] == "demo-draft-1"
+    assert generation["replaces"] == "spec"
+    assert generation["trigger"] == "50 prompts recorded since the last run (triggers.minNewSamples 50)"
+    assert started.status["requestsSinceTraining"] == 0
+    assert [e[1] for e in started.events] == ["DraftTraining"]
+
+    running = advance(RESOURCE, serving("spec", started.status), Seen(job={"status": {}}), T1)
+    assert (running.start, running.annotation, running.events) == (0, None, [])
+
+    trained = advance(RESOURCE, serving("spec", started.status), completed(json.dumps(RESULT)), T2)
+    assert trained.annotation == "1"
+    assert trained.status["generations"][-1] | {} == {
+        **generation,
+        "phase": "Canary",
+        "samples": 80,
+        "tokens": 7355,
+        "trainingSeconds": 55.8,
+        "draftPath": "drafts/gen-1",
+    }
+    assert trained.events[0][:2] == ("Normal", "DraftTrained")
+
+    canary = {"observed": {"meanAcceptanceLength": 2.03, "decodeTokensPerSecond": 90.0}}
+    measuring = advance(RESOURCE, serving("spec", trained.status, canary=canary), Seen(), T2)
+    assert measuring.status["generations"][-1]["after"] == {"meanAcceptanceLength": 2.03, "decodeTokensPerSecond": 90.0}
+    assert measuring.status["generations"][-1]["before"] == {"meanAcceptanceLength": 1.0, "decodeTokensPerSecond": 50.0}
+    assert measuring.start == 0  # nothing starts beside a canary, however many requests
+
+    promoted = advance(RESOURCE, serving("gen-1", measuring.status), Seen(), T3)
+    last = promoted.status["generations"][-1]
+    assert (last["phase"], last["finishedAt"], promoted.status["draft"]) == ("Promoted", T3, "gen-1")
+    assert promoted.status["promotedAcceptanceLength"] == 2.03
+    assert promoted.events == [
+        (
+            "Normal",
+            "DraftPromoted",
+            "gen-1 serves on every pod: mean acceptance length 1.00 -> 2.03, decode tok/s 50.00 -> 90.00",
+        )
+    ]
+
+
+def _canary_of_gen2() -> Step:
+    learning = {
+        "since": T0,
+        "draft": "gen-1",
+        "requestsSinceTraining": 0,
+        "generations": [
+            {"generation": 1, "phase": "Promoted", "job": "demo-draft-1", "replaces": "spec", "startedAt": T0},
+            {"generation": 2, "phase": "Training", "job": "demo-draft-2", "replaces": "gen-1", "startedAt": T1},
+        ],
+    }
+    return advance(RESOURCE, serving("gen-1", learning), completed(json.dumps({**RESULT, "generation": 2})), T2)
+
+
+def test_a_slower_draft_is_rolled_back_to_the_one_it_replaced_and_kept() -> None:
+    trained = _canary_of_gen2()
+    assert trained.annotation == "2"
+    back = {"draft": "gen-2", "reason": "SpeedBelowStable", "message": "0.62x the stable pods' decode speed"}
+    ended = advance(RESOURCE, serving("gen-1", trained.status, rolledBack=back), Seen(), T3)
+    last = ended.status["generations"][-1]
+    assert (last["phase"], last["reason"]) == ("RolledBack", "SpeedBelowStable: 0.62x the stable pods' decode speed")
+    assert last["draftPath"] == "drafts/gen-2"  # kept for inspection
+    assert ended.annotation == "1"
+    assert ended.events[0][:2] == ("Warning", "DraftRolledBack")
+    # Generation 3 needs prompts newer than generation 2's start.
+    assert since(ended.status, 3) == datetime(2026, 11, 29, 10, 10, tzinfo=UTC).timestamp()
+
+
+def test_a_failed_run_says_why_and_the_next_waits_for_new_prompts() -> None:
+    learning = {"since": T0, "draft": "spec", "requestsSinceTraining": 0, "generations": [
+        {"generation": 1, "phase": "Training", "job": "demo-draft-1", "replaces": "spec", "startedAt": T0},
+    ]}  # fmt: skip
+    failed = {"status": {"conditions": [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded"}]}}
+    ended = advance(RESOURCE, serving("spec", learning), Seen(failed, None, 10), T1)
+    last = ended.status["generations"][-1]
+    assert (last["phase"], last["reason"]) == ("Failed", "DeadlineExceeded")
+    assert (ended.annotation, ended.start) == (None, 0)
+    assert ended.events[0][:2] == ("Warning", "DraftTrainingFailed")
+    assert since(ended.status, 1) == 0.0
