@@ -38,7 +38,7 @@ check: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/hadolint Dockerfile images/runtime/Dockerfile images/bases/vllm-cpu/Containerfile
+	$(BIN)/hadolint Dockerfile images/runtime/Dockerfile images/trainer/Dockerfile images/bases/vllm-cpu/Containerfile
 
 typecheck: setup
 	$(BIN)/mypy runtime/specinfer_runtime operator/specinfer_operator tests bench hack
