@@ -14,6 +14,7 @@ each file is removed at the retention age.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -152,7 +153,8 @@ def _message(message: Any) -> dict[str, str] | None:
 
 
 def files(directory: Path) -> Iterator[os.DirEntry[str]]:
-    """Complete sample files under `directory` (one level of pod directories), at most MAX_FILES."""
+    """Sample files under `directory` (one level of pod directories), complete (.jsonl) or being written
+    (.part), at most MAX_FILES."""
     seen = 0
     with contextlib.suppress(OSError), os.scandir(directory) as pods:
         for pod in pods:
@@ -160,7 +162,7 @@ def files(directory: Path) -> Iterator[os.DirEntry[str]]:
                 continue
             with contextlib.suppress(OSError), os.scandir(pod.path) as entries:
                 for entry in entries:
-                    if entry.name.endswith(".jsonl") and entry.is_file(follow_symlinks=False):
+                    if entry.name.endswith((".jsonl", ".part")) and entry.is_file(follow_symlinks=False):
                         yield entry
                         seen += 1
                         if seen >= MAX_FILES:
@@ -168,7 +170,8 @@ def files(directory: Path) -> Iterator[os.DirEntry[str]]:
 
 
 def prune(directory: Path, retention_seconds: float, now: float) -> int:
-    """Remove the files past the retention age; the bytes of those left."""
+    """Remove the files past the retention age (a pod that died writing leaves a .part: it goes too); the
+    bytes of those left."""
     kept = 0
     for entry in files(directory):
         with contextlib.suppress(OSError):
@@ -236,6 +239,7 @@ class Writer:
         self.queue: queue.Queue[tuple[str, bytes] | None] = queue.Queue(QUEUE_SIZE)
         self.thread = threading.Thread(target=self.run, name="specinfer-samples", daemon=True)
         self.thread.start()
+        atexit.register(self.close)  # vLLM's server exits on SIGTERM: the last file is completed, not left .part
 
     def offer(self, kind: str, body: bytes) -> None:
         try:
@@ -264,8 +268,9 @@ class Writer:
                 DROPPED.labels("full").inc()  # the volume refused the write: it is full, or gone
 
     def close(self) -> None:
-        self.queue.put(None)
-        self.thread.join()
+        if self.thread.is_alive():
+            self.queue.put(None)
+            self.thread.join(timeout=ROTATE_SECONDS)
 
 
 class SampleRecorder:

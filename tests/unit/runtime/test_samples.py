@@ -176,9 +176,11 @@ def test_files_past_the_retention_age_are_removed_from_every_pod(tmp_path: Path)
         path.write_text('{"kind":"completion","prompt":"p"}\n')
         os.utime(path, (now - age, now - age))
     (tmp_path / "a" / "2-1.part").write_text("in progress\n")
+    (tmp_path / "b" / "0-1.part").write_text("left by a pod that died\n")
+    os.utime(tmp_path / "b" / "0-1.part", (now - 7200, now - 7200))
     kept = prune(tmp_path, 3600, now)
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.glob("*/*")) == ["a/1-1.jsonl", "a/2-1.part"]
-    assert kept == (tmp_path / "a" / "1-1.jsonl").stat().st_size
+    assert kept == sum(p.stat().st_size for p in (tmp_path / "a").iterdir())
 
 
 def test_a_busy_writer_drops_instead_of_making_the_request_wait(tmp_path: Path) -> None:
