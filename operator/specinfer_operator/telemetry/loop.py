@@ -133,6 +133,7 @@ class Telemetry:
                     watched.tuning = TuningSettings.model_validate(speculative.get("tuning") or {})
             max_batch = (spec.get("scheduling") or {}).get("maxNumSeqs")
             watched.max_batch = max_batch if isinstance(max_batch, int) and max_batch > 0 else MAX_SCHEDULE_BATCH
+            watched.learning = spec.get("learning") is not None
             watched.status = dict(body.get("status") or {})
             watched.generation = int(meta.get("generation") or 0)
 
@@ -317,7 +318,8 @@ class Telemetry:
                 continue
             fresh.add(target.pod)
             history = watched.histories.setdefault(target.pod, History(MAX_SAMPLES))
-            watched.requests += served_since(history.samples[-1] if history.samples else None, outcome)
+            if watched.learning:
+                watched.requests += served_since(history.samples[-1] if history.samples else None, outcome)
             history.record(outcome, watched.settings.window_seconds)
         found = aggregate(watched.histories, own, fresh, self.clock(), watched.settings.window_seconds)
         return Figures(found.pods, found.pods_measured, found.seconds, found.counts, tuple(sorted(failures)))

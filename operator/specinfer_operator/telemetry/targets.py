@@ -115,6 +115,7 @@ class Watched:
     histories: dict[str, History] = field(default_factory=dict)
     due: float = 0.0
     failed: str = ""  # the last failure of this resource's round reported, so that it is reported once
+    learning: bool = False  # spec.learning is set: count the requests served, for its triggers
     requests: int = 0  # served since the learning loop last took them (Telemetry.take_requests)
 
     def current(self) -> list[Target]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specinfer_operator.measure.scrape import counts
-from specinfer_operator.measure.window import Counts, History, Sample, aggregate, increase
+from specinfer_operator.measure.window import Counts, History, Sample, aggregate, increase, served_since
 from tests.support import DATA
 
 DATA = DATA / "metrics"
@@ -104,3 +104,14 @@ def test_a_series_born_before_the_window_starts_from_a_baseline() -> None:
     assert (figures.counts, figures.seconds) == (later.since(early), 30)
     # Once the window has moved past the series' birth, its first sample is a baseline again.
     assert increase(history.samples, start=1030 - 300) == later.since(early)
+
+
+def test_requests_served_between_two_scrapes_of_a_real_engine() -> None:
+    first, third = capture("ngram-k4-1.txt"), capture("ngram-k4-3.txt")
+    served = third.steps.requests - first.steps.requests
+    assert served > 0
+    assert served_since(Sample(0, "a/0", first), Sample(60, "a/0", third)) == served
+    assert served_since(None, Sample(60, "a/0", third)) == 0  # the first scrape: no baseline
+    # a restart (another series, or counters that went down) counts nothing, never a negative number
+    assert served_since(Sample(0, "a/0", third), Sample(60, "a/1", first)) == 0
+    assert served_since(Sample(0, "a/0", third), Sample(60, "a/0", first)) == 0
