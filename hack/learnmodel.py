@@ -23,6 +23,7 @@ from pathlib import Path
 from hack import tinymodel
 
 TARGET = f"{tinymodel.ORGANIZATION}/tiny-structured"
+HEAD = f"{tinymodel.ORGANIZATION}/tiny-structured-eagle3"  # its untrained EAGLE-3 head
 SIZE = tinymodel.Size(layers=4, hidden=128, intermediate=256, heads=2)
 STEPS = 600
 BATCH = 16
@@ -33,11 +34,12 @@ HEAD_STEPS = 3  # the untrained head's test-time-training steps (its K)
 
 @dataclass(frozen=True)
 class LearningModels:
-    """The structured target (a repository id in `hf_home`, and its directory) and the untrained head."""
+    """The structured target and its untrained head: repository ids in `hf_home`, and their directories."""
 
     hf_home: Path
     target: str
     target_dir: Path
+    head: str
     untrained_head: Path
 
     def to_json(self) -> str:
@@ -46,7 +48,9 @@ class LearningModels:
     @classmethod
     def from_json(cls, text: str) -> LearningModels:
         data = json.loads(text)
-        return cls(Path(data["hf_home"]), data["target"], Path(data["target_dir"]), Path(data["untrained_head"]))
+        return cls(
+            Path(data["hf_home"]), data["target"], Path(data["target_dir"]), data["head"], Path(data["untrained_head"])
+        )
 
 
 def _key() -> str:
@@ -94,12 +98,13 @@ def build(cache: Path) -> LearningModels:
     hf_home = root / "hf"
     tokenizer = tinymodel.train_tokenizer(tinymodel.corpus())
     target_dir = tinymodel.save(_train_target(tokenizer), tokenizer, root / "staging", hf_home, TARGET)
-    untrained = root / "untrained-head"
+    staging = root / "staging" / HEAD.replace("/", "--")
     config = json.loads((target_dir / "config.json").read_text())
     torch.manual_seed(tinymodel.SEED)
-    head.save(head.new_head(target_dir, head.aux_layers(config, None), HEAD_STEPS), untrained)
+    head.save(head.new_head(target_dir, head.aux_layers(config, None), HEAD_STEPS), staging)
+    untrained = tinymodel.publish(staging, hf_home, HEAD)
     shutil.rmtree(root / "staging", ignore_errors=True)
-    built = LearningModels(hf_home, TARGET, target_dir, untrained)
+    built = LearningModels(hf_home, TARGET, target_dir, HEAD, untrained)
     done.write_text(built.to_json())
     return built
 

