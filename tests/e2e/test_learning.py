@@ -1,0 +1,192 @@
+"""spec.learning end to end, on real engines and real training runs behind simulated pods: the draft gets better
+from the traffic it serves, without a person, and a draft trained on junk is rolled back.
+
+The target is hack/learnmodel's (trained on the corpus), its starting draft its untrained EAGLE-3 head. A loopback
+client sends the corpus' first 70 % as traffic; the engines record it on the resource's claim (a directory of the
+test behind a bound PersistentVolume), the operator starts a training Job once enough was recorded, the harness
+runs specinfer-train behind the Job's pod (hack/podtrainer.py), and the trained generation goes to its canary,
+which sees prompts from the corpus' last 30 %, never trained on. Then junk traffic (random text, one token
+answers) is recorded and trained on; its canary sees the same held-out prompts and rolls it back.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hack.claims import claim_directory
+from hack.engine import MAX_MODEL_LEN, SERVED_NAME, engine_python, environment
+from hack.kubeclient import Cluster, wait_until
+from hack.learnmodel import LearningModels
+from hack.podengine import Fleet
+from hack.podtrainer import Trainers
+from tests.e2e.test_operator import apply, resource, wait_ready
+from tests.e2e.test_rollback import events
+from tests.engine.test_learning import prompts
+
+NAME = "learner"
+NEED = 150  # draft tokens on each side before each comparison
+VERDICT = 600  # seconds of canary traffic before its verdict must be in
+TRAINED = 900  # seconds from enough traffic to a trained generation on its canary (learning steps every 30 s)
+
+
+@pytest.fixture(scope="module")
+def learning_models(engine_venv: Path) -> LearningModels:
+    return LearningModels.from_json(engine_python(engine_venv, "-m", "hack.learnmodel", timeout=900))
+
+
+@pytest.fixture
+def env(
+    engine_venv: Path, learning_models: LearningModels, engine_env: dict[str, str], tmp_path: Path
+) -> dict[str, str]:
+    """The engines' environment with the learning target's model cache (engine_env marks the test as one with a
+    real engine behind its pods)."""
+    return environment(engine_venv, learning_models.hf_home, tmp_path / "engine")
+
+
+def body(models: LearningModels) -> dict[str, Any]:
+    return {
+        "model": {"name": models.target, "servedModelName": SERVED_NAME, "maxModelLen": MAX_MODEL_LEN},
+        "speculative": {"method": "eagle3", "numSpeculativeTokens": 3, "draftModel": {"name": models.head}},
+        "graph": {"mode": "NONE"},
+        "engineArgs": ["--dtype", "float32", "--seed", "0"],
+        "replicas": 2,
+        "rollout": {"strategy": "Canary", "canary": {"minDraftTokens": NEED, "minComparisons": 3}},
+        "telemetry": {"intervalSeconds": 5, "windowSeconds": 900, "minDrafts": 5},
+        "learning": {
+            "storage": {"size": "1Gi", "storageClassName": "e2e"},
+            "sampling": {"percent": 100},
+            "triggers": {"minNewSamples": 40, "minIntervalMinutes": 0, "acceptanceDropPercent": None},
+            "training": {"epochs": 20, "learningRate": 0.001, "deadlineSeconds": 1800},
+        },
+    }
+
+
+@pytest.fixture
+def trainers(cluster: Cluster, namespace: str, env: dict[str, str], tmp_path: Path) -> Iterator[Trainers]:
+    found = Trainers(cluster, namespace, env, tmp_path)
+    stop = found.follow()
+    yield found
+    stop()
+
+
+def learning_of(cluster: Cluster, namespace: str) -> dict[str, Any]:
+    found: dict[str, Any] = resource(cluster, namespace, NAME)["status"].get("learning") or {}
+    return found
+
+
+def generation(cluster: Cluster, namespace: str, number: int, phases: tuple[str, ...]) -> dict[str, Any] | None:
+    for entry in learning_of(cluster, namespace).get("generations") or []:
+        if entry["generation"] == number and entry["phase"] in phases:
+            return dict(entry)
+    return None
+
+
+def in_force(cluster: Cluster, namespace: str, draft: str) -> dict[str, Any] | None:
+    """The resource, once `draft` serves on every pod."""
+    obj = resource(cluster, namespace, NAME)
+    return obj if (obj["status"].get("learning") or {}).get("draft") == draft else None
+
+
+def junk(count: int) -> list[str]:
+    """Random text: words of random letters."""
+    rng = random.Random(7)
+    return [" ".join("".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(2, 9))) for _ in range(12))
+            for _ in range(count)]  # fmt: skip
+
+
+@pytest.mark.usefixtures("operator")
+def test_a_draft_learns_from_its_traffic_and_a_draft_trained_on_junk_is_rolled_back(
+    cluster: Cluster,
+    namespace: str,
+    learning_models: LearningModels,
+    env: dict[str, str],
+    trainers: Trainers,
+    tmp_path: Path,
+) -> None:
+    traffic, held_out = prompts()
+    bind_claim_volume(cluster, namespace)
+    apply(cluster, namespace, NAME, body(learning_models))
+    stable = wait_ready(cluster, namespace, NAME, timeout=300)["status"]["configHash"]
+    fleet = Fleet(cluster, namespace, env, tmp_path, NAME, traffic)
+    try:
+        fleet.serve({stable: 2})
+        assert learning_of(cluster, namespace)["draft"] == "spec"
+        # What the untrained head serves (lossless: the target's greedy answer), to hold the trained one to.
+        expected = [fleet.of(stable)[0].complete(p, SERVED_NAME)["choices"][0]["text"] for p in held_out[:4]]
+
+        # The traffic is recorded; enough of it starts a run, whose draft goes to its canary.
+        fleet.traffic(stable, rounds=1)
+        trained = wait_until(
+            "generation 1 on its canary", lambda: generation(cluster, namespace, 1, ("Canary",)), TRAINED
+        )
+        assert trained["samples"] >= 40, trained
+        recorded = list((claim_directory(tmp_path, f"{NAME}-learning") / "samples").glob("*/*"))
+        assert recorded, "the engines recorded nothing on the claim"
+        canary = wait_until(
+            "the canary", lambda: (resource(cluster, namespace, NAME)["status"].get("rollout") or {}).get("canary")
+        )
+        fleet.serve({stable: 1, canary["configHash"]: 1})
+        fleet.prompts = held_out  # from here on: prompts no run trained on, on both sides
+        fleet.traffic(stable, rounds=2)
+        promoted = fleet.traffic_until(
+            canary["configHash"], lambda: generation(cluster, namespace, 1, ("Promoted", "RolledBack")), VERDICT
+        )
+        print(f"\ngeneration 1: {promoted}")
+        assert promoted["phase"] == "Promoted", promoted
+        before, after = promoted["before"], promoted["after"]
+        assert after["meanAcceptanceLength"] >= 1.5 * before["meanAcceptanceLength"], promoted
+        assert after["decodeTokensPerSecond"] > before["decodeTokensPerSecond"], promoted
+        obj = wait_until("gen-1 in force", lambda: in_force(cluster, namespace, "gen-1"))
+        assert obj["status"]["speculation"]["draft"] == "gen-1"
+        assert "DraftPromoted" in events(cluster, namespace, "DraftPromoted")
+        learned = obj["status"]["configHash"]
+        fleet.serve({learned: 2})
+        for engine in fleet.of(learned):
+            assert [engine.complete(p, SERVED_NAME)["choices"][0]["text"] for p in held_out[:4]] == expected
+
+        # Junk: random text with one-token answers. Its draft loses on the held-out prompts and is rolled back.
+        for engine in fleet.of(learned):
+            for text in junk(40):
+                engine.complete(text, SERVED_NAME, max_tokens=1)
+        wait_until("generation 2 on its canary", lambda: generation(cluster, namespace, 2, ("Canary",)), TRAINED)
+        canary = wait_until(
+            "the canary", lambda: (resource(cluster, namespace, NAME)["status"].get("rollout") or {}).get("canary")
+        )
+        fleet.serve({learned: 1, canary["configHash"]: 1})
+        fleet.traffic(learned, rounds=2)
+        ended = fleet.traffic_until(
+            canary["configHash"], lambda: generation(cluster, namespace, 2, ("Promoted", "RolledBack")), VERDICT
+        )
+        print(f"\ngeneration 2: {ended}")
+        assert ended["phase"] == "RolledBack", ended
+        assert ended["reason"].startswith("SpeedBelowStable"), ended
+        wait_until("gen-1 in force again", lambda: in_force(cluster, namespace, "gen-1"))
+        kept = claim_directory(tmp_path, f"{NAME}-learning") / "drafts" / "gen-2" / "model.safetensors"
+        assert kept.is_file(), "a rolled-back draft stays on the claim"
+        assert "DraftRolledBack" in events(cluster, namespace, "DraftRolledBack")
+    finally:
+        fleet.stop()
+
+
+def bind_claim_volume(cluster: Cluster, namespace: str) -> None:
+    """A PersistentVolume bound in advance to the claim the operator will make (the local cluster has no
+    provisioner; kwok mounts nothing: the harnesses use a directory of the test for the claim)."""
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"{namespace}-learning"},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "e2e",
+            "hostPath": {"path": f"/data/{namespace}-learning"},
+            "claimRef": {"namespace": namespace, "name": f"{NAME}-learning"},
+        },
+    }
+    cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(volume))
