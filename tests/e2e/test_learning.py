@@ -61,7 +61,7 @@ def body(models: LearningModels) -> dict[str, Any]:
         "learning": {
             "storage": {"size": "1Gi", "storageClassName": "e2e"},
             "sampling": {"percent": 100},
-            "triggers": {"minNewSamples": 40, "minIntervalMinutes": 0, "acceptanceDropPercent": None},
+            "triggers": {"minNewSamples": 40, "minIntervalMinutes": 0, "acceptanceDropPercent": 0},
             "training": {"epochs": 20, "learningRate": 0.001, "deadlineSeconds": 1800},
         },
     }

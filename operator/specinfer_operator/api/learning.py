@@ -81,12 +81,13 @@ class TriggerSettings(Section):
         le=100_000_000,
         description="Train once the engines have recorded this many prompts since the last run began.",
     )
-    acceptance_drop_percent: int | None = Field(
+    acceptance_drop_percent: int = Field(
         default=10,
-        ge=1,
+        ge=0,
         le=90,
         description="Also train (with a tenth of minNewSamples) when the mean acceptance length has fallen this "
-        "far below its value when the draft in force was promoted: the traffic moved away from what it learned.",
+        "far below its value when the draft in force was promoted: the traffic moved away from what it learned. "
+        "0: never on that account.",
     )
     interval_hours: int | None = Field(
         default=None,
