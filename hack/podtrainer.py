@@ -2,15 +2,17 @@
 
 kwok leaves spec.learning's training pods Running (hack/kwok-stages.yaml); this harness runs what their
 container would: `specinfer-train` with the pod's own run, the claim's directory where the pod mounts the claim
-(the directory the engines behind the resource's pods record into: hack/podengine.py), with the engine venv's
-Python and this repository's runtime. Then it writes how the run ended into the pod's status, as the kubelet
-would (its phase, the container's exit code and termination message), and the Job controller completes or fails
-the Job.
+(the directory the engines behind the resource's pods record into: hack/podengine.py). When images/build has
+built the trainer image (SPECINFER_BUILT_TRAINER_IMAGE) the run is the image's, as the pod's container; else the
+engine venv's Python with this repository's runtime. Then it writes how the run ended into the pod's status, as
+the kubelet would (its phase, the container's exit code and termination message), and the Job controller
+completes or fails the Job.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 import time
@@ -20,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from hack.claims import claim_directory, claim_of
+from hack.container import Container, same_path
+from hack.engine import engine_variables
 from hack.kubeclient import Cluster
 
 RUNTIME = Path(__file__).resolve().parents[1] / "runtime"
@@ -27,6 +31,7 @@ LEARNING_PATH = "/var/lib/specinfer/learning"  # where the training pod mounts t
 LEARNING_VOLUME = "learning"
 TRAINERS = "app.kubernetes.io/name=specinfer-trainer"
 TIMEOUT = 1800.0
+TRAINER_IMAGE = "SPECINFER_BUILT_TRAINER_IMAGE"  # images/build's; without it the run is the engine venv's
 
 
 def local_run(pod: dict[str, Any], workdir: Path) -> dict[str, Any]:
@@ -38,6 +43,10 @@ def local_run(pod: dict[str, Any], workdir: Path) -> dict[str, Any]:
     assert claim is not None, f"pod {pod['metadata']['name']} mounts no learning claim"
     root = str(claim_directory(workdir, claim))
     return {k: v.replace(LEARNING_PATH, root, 1) if isinstance(v, str) else v for k, v in run.items()}
+
+
+def _pod_env(pod: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in pod["spec"]["containers"][0].get("env", []) if "value" in e}
 
 
 @dataclass
@@ -59,27 +68,33 @@ class Trainers:
         name = pod["metadata"]["name"]
         self.runs[name] = -1
         termination = self.workdir / f"{name}.termination-log"
-        pod_env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0].get("env", []) if "value" in e}
-        env = {**self.env, **pod_env, "PYTHONPATH": str(RUNTIME), "HF_HOME": self.env["HF_HOME"]}
+        termination.touch()
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        with (self.workdir / f"{name}.log").open("ab") as log:
-            done = subprocess.run(
-                [
-                    "python",
-                    "-m",
-                    "specinfer_runtime.training.job",
-                    "--config",
-                    json.dumps(local_run(pod, self.workdir)),
-                    "--termination-log",
-                    str(termination),
-                ],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                timeout=TIMEOUT,
-                check=False,
+        container = None
+        command, env = self.command(pod, termination)
+        if TRAINER_IMAGE in os.environ:  # the trainer image, as the pod's container: the claim where the pod mounts it
+            claim = claim_of(pod, LEARNING_VOLUME)
+            assert claim is not None
+            state = Path(self.env["VLLM_CACHE_ROOT"]).parent
+            container = Container(
+                os.environ[TRAINER_IMAGE],
+                {**engine_variables(self.env), **_pod_env(pod)},
+                {
+                    **same_path(Path(self.env["HF_HOME"]), state),
+                    claim_directory(self.workdir, claim): LEARNING_PATH,
+                    termination: "/dev/termination-log",
+                },
             )
-        message = termination.read_text() if termination.exists() else ""
+            command, env = container.argv(*pod["spec"]["containers"][0]["command"][1:]), self.env
+        try:
+            with (self.workdir / f"{name}.log").open("ab") as log:
+                done = subprocess.run(
+                    command, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=TIMEOUT, check=False
+                )
+        finally:
+            if container is not None:
+                container.remove()
+        message = termination.read_text()
         finished = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         terminated = {
             "exitCode": done.returncode,
@@ -109,6 +124,14 @@ class Trainers:
         )
         self.runs[name] = done.returncode
         return done.returncode
+
+    def command(self, pod: dict[str, Any], termination: Path) -> tuple[list[str], dict[str, str]]:
+        """The pod's training run with the engine venv's Python and this repository's runtime, on the claim's
+        directory; and its environment."""
+        env = {**self.env, **_pod_env(pod), "PYTHONPATH": str(RUNTIME), "HF_HOME": self.env["HF_HOME"]}
+        run = json.dumps(local_run(pod, self.workdir))
+        job = ["python", "-m", "specinfer_runtime.training.job"]
+        return [*job, "--config", run, "--termination-log", str(termination)], env
 
     def follow(self, interval: float = 1.0) -> Callable[[], None]:
         """Train behind each training pod as it starts running, one at a time (the operator starts no more);
