@@ -2,5 +2,5 @@
 figures into status, hand the canary's figures to the controller (Refreshes.judge_canary) and tuning
 decisions to the reconcile loop (tuning.applied.apply).
 
-May import: api, measure, render, platform, tuning, controller, learning.
+May import: api, measure, render, platform, tuning, controller.
 """
