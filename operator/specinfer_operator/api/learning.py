@@ -57,11 +57,12 @@ class SamplingSettings(Section):
         "retention age frees room.",
     )
     max_tokens: int = Field(
-        default=1_000_000,
+        default=200_000,
         ge=1_000,
         le=1_000_000_000,
-        description="The most tokens one training run extracts hidden states for, newest prompts first: this "
-        "bounds its time and its scratch space (tokens x 4 layers x hidden size x 2 bytes).",
+        description="The most tokens (prompts and the target's answers) one training run extracts hidden states "
+        "for, newest prompts first: this bounds its time and its scratch space on the claim, tokens x 4 layers x "
+        "hidden size x 2 bytes (6.6 GB at the default for a hidden size of 4096).",
     )
     retention_hours: int = Field(
         default=168,
