@@ -44,7 +44,7 @@ from specinfer_operator.controller.pool import (
 )
 from specinfer_operator.controller.publish import publish
 from specinfer_operator.controller.writes import Clash, Owned, own_history
-from specinfer_operator.learning.draft import learned
+from specinfer_operator.learning.draft import checked
 from specinfer_operator.platform import metrics
 from specinfer_operator.render import workload
 from specinfer_operator.render.admission import check
@@ -142,15 +142,14 @@ def verdict_of(
     """Whether the spec may roll out (valid, and within the tenant `policy`); the resource and its desired
     state when it may. `groups` says why an engine over several nodes cannot run (asked only for such a spec)."""
     checker = functools.partial(check, policy=policy, stored=True)
-    cr_body = learned(cr_body)  # the draft generation in force, with spec.learning
-    report = checker(cr_body)
+    cr_body, report, unlearned = checked(cr_body, checker)  # the draft generation in force, with spec.learning
     chosen = applied.resolve(cr_body, report, lambda c: family_hash(c, defaults), checker)
     if chosen is None:
         message = "; ".join(str(p) for p in report.errors)
         rules = {p.rule for p in report.errors}
         return Verdict(False, RULE_REASONS.get(frozenset(rules), INVALID_SPEC), message), None, None
     cr = chosen.resource
-    warnings = [str(p) for p in report.warnings] + ([chosen.warning] if chosen.warning else [])
+    warnings = [str(p) for p in report.warnings] + [w for w in (chosen.warning, unlearned) if w]
     stated = policy.default_engine_versions if policy is not None else None
     desired = desired_of(cr, defaults, stated, chosen)
     missing = groups() if desired.group_size > 1 else None

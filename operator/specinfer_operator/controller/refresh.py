@@ -20,7 +20,7 @@ from specinfer_operator.controller.conditions import GROUPS_MISSING, INVALID_SPE
 from specinfer_operator.controller.context import Context, desired_of, observe
 from specinfer_operator.controller.publish import publish
 from specinfer_operator.controller.writes import Clash
-from specinfer_operator.learning.draft import learned
+from specinfer_operator.learning.draft import checked
 from specinfer_operator.platform.debounce import Debounce
 from specinfer_operator.render import workload
 from specinfer_operator.render.admission import check
@@ -123,8 +123,7 @@ def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> N
         return
     policy = ctx.tenant_policy()
     checker = functools.partial(check, policy=policy, stored=True)
-    body = learned(body)  # the draft generation in force, with spec.learning
-    report = checker(body)
+    body, report, unlearned = checked(body, checker)  # the draft generation in force, with spec.learning
     chosen = applied.resolve(body, report, lambda c: family_hash(c, ctx.defaults), checker)
     if chosen is None:
         return
@@ -133,7 +132,7 @@ def _refresh(body: dict[str, Any], ctx: Context, namespace: str, name: str) -> N
     wanted = next(o for o in render(cr, ctx.defaults) if workload.is_workload(o))
     arrangement, seen = arrange(ctx, body, cr, desired, wanted, observed)
     observed = seen or observed
-    warnings = [str(p) for p in report.warnings] + ([chosen.warning] if chosen.warning else [])
+    warnings = [str(p) for p in report.warnings] + [w for w in (chosen.warning, unlearned) if w]
     verdict = Verdict(True, config.get("reason", "Valid"), "", warnings)
     if arrangement.decided:  # recorded before it is carried out, so that a restart carries it out too
         publish(body, ctx, verdict, desired, observed, arrangement)

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable
 from typing import Any
 
 from specinfer_operator.api.labels import LEARNED_DRAFT_ANNOTATION
+from specinfer_operator.api.resource import SpeculativeInference
 from specinfer_operator.render.learning import claim_name, draft_dir
+from specinfer_runtime.validation import Report
 
 SPEC_DRAFT = "spec"  # what status calls the spec's own draft
 MAX_GENERATION = 1_000_000
@@ -46,6 +49,20 @@ def learned(body: dict[str, Any]) -> dict[str, Any]:
     source = {"pvc": {"claimName": claim_name(name), "subPath": draft_dir(generation)}}
     out["spec"]["speculative"]["draftModel"] = {"name": f"{claim_name(name)}/{draft_dir(generation)}", "source": source}
     return out
+
+
+def checked(
+    body: dict[str, Any], check: Callable[[dict[str, Any]], Report[SpeculativeInference]]
+) -> tuple[dict[str, Any], Report[SpeculativeInference], str | None]:
+    """The resource to render, its check, and a warning when the generation in force could not be rendered:
+    then the spec's draft serves (the spec itself is fine), as a tuned K the spec does not allow is ignored."""
+    chosen = learned(body)
+    report = check(chosen)
+    if chosen is body or report.value is not None:
+        return chosen, report, None
+    why = "; ".join(str(p) for p in report.errors)
+    said = f"{LEARNED_DRAFT_ANNOTATION} puts gen-{generation_of(body)} in force, which the spec does not allow"
+    return body, check(body), f"{said} ({why}): ignored"
 
 
 def generation_of_draft(name: str, draft: dict[str, Any] | None) -> int:

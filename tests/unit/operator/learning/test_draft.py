@@ -7,9 +7,12 @@ from typing import Any
 
 import pytest
 
+from specinfer_operator.api.policy import TenantPolicySpec
 from specinfer_operator.controller.context import desired_of
-from specinfer_operator.learning.draft import draft_label, generation_of, generation_of_draft, learned
+from specinfer_operator.learning.draft import checked, draft_label, generation_of, generation_of_draft, learned
+from specinfer_operator.render.admission import check
 from specinfer_operator.render.children import RenderDefaults, render
+from specinfer_runtime.validation import Problem, Report
 from tests.support.builders import cr
 
 SPEC: dict[str, Any] = {
@@ -67,3 +70,27 @@ def test_the_status_says_which_generation_a_configuration_serves() -> None:
     assert desired_of(cr(SPEC), RenderDefaults()).draft == "spec"
     without = {k: v for k, v in SPEC.items() if k != "learning"}
     assert desired_of(cr(without), RenderDefaults()).draft == ""
+
+
+def test_a_generation_the_checks_refuse_is_ignored_with_a_warning() -> None:
+    """Whatever refuses the generation (a policy that no longer takes its claim, say), the spec's draft serves."""
+
+    def refusing_claims(b: dict[str, Any]) -> Any:
+        found = check(b, policy=TenantPolicySpec())
+        source = b["spec"]["speculative"]["draftModel"].get("source") or {}
+        return (
+            Report(None, [Problem("spec.speculative.draftModel", "no claims here", "policy")])
+            if "pvc" in source
+            else found
+        )
+
+    given = body(SPEC, "2")
+    used, report, said = checked(given, refusing_claims)
+    assert used is given
+    assert report.value is not None
+    assert said == (
+        "learning.specinfer.io/draft puts gen-2 in force, which the spec does not allow "
+        "(spec.speculative.draftModel: no claims here): ignored"
+    )
+    used, report, said = checked(given, lambda b: check(b, policy=TenantPolicySpec()))
+    assert (used["spec"]["speculative"]["draftModel"]["name"], said) == ("demo-learning/drafts/gen-2", None)
