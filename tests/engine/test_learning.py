@@ -143,8 +143,13 @@ def test_the_recorder_records_every_prompt_it_is_asked_to(learned: dict[str, Any
     assert len(lines) == TRAFFIC
     assert {line["kind"] for line in lines} == {"completion"}
     assert sorted(line["prompt"] for line in lines) == sorted(prompts()[0])
+    # vLLM's own /metrics carries the recorder's counter (read right after the last answer: its write may follow)
     last = learned["recording"].metrics[-1]
-    assert f"specinfer_samples_recorded_total {float(TRAFFIC)}" in last  # in vLLM's own /metrics
+    counted = [
+        float(line.split()[-1]) for line in last.splitlines() if line.startswith("specinfer_samples_recorded_total")
+    ]
+    assert counted, "no specinfer_samples_recorded_total in vLLM's /metrics"
+    assert TRAFFIC - 1 <= counted[0] <= TRAFFIC
 
 
 def test_the_run_trains_on_what_was_recorded(learned: dict[str, Any]) -> None:
