@@ -76,9 +76,12 @@ class Trainers:
             claim = claim_of(pod, LEARNING_VOLUME)
             assert claim is not None
             state = Path(self.env["VLLM_CACHE_ROOT"]).parent
+            # What the node provides wins over the pod's: the tests' model cache at HF_HOME, the termination log
+            # at the pod's path.
+            variables = {k: v for k, v in engine_variables(self.env).items() if k != "SPECINFER_TERMINATION_LOG"}
             container = Container(
                 os.environ[TRAINER_IMAGE],
-                {**engine_variables(self.env), **_pod_env(pod)},
+                {**_pod_env(pod), **variables, "HF_HOME": self.env["HF_HOME"]},
                 {
                     **same_path(Path(self.env["HF_HOME"]), state),
                     claim_directory(self.workdir, claim): LEARNING_PATH,
