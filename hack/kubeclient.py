@@ -90,6 +90,7 @@ def wait_until(
 
 
 def pods(cluster: Cluster, namespace: str, name: str) -> list[dict[str, Any]]:
-    selector = f"app.kubernetes.io/instance={name}"
+    """The engine pods of resource `name` (its training pods, spec.learning's, are not among them)."""
+    selector = f"app.kubernetes.io/name=specinfer-engine,app.kubernetes.io/instance={name}"
     items: list[dict[str, Any]] = cluster.get("pods", "-n", namespace, "-l", selector)["items"]
     return [p for p in items if not p["metadata"].get("deletionTimestamp")]
