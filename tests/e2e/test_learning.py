@@ -100,7 +100,7 @@ def junk(count: int) -> list[str]:
             for _ in range(count)]  # fmt: skip
 
 
-@pytest.mark.usefixtures("operator")
+@pytest.mark.usefixtures("operator", "claim_volume")
 def test_a_draft_learns_from_its_traffic_and_a_draft_trained_on_junk_is_rolled_back(
     cluster: Cluster,
     namespace: str,
@@ -110,7 +110,6 @@ def test_a_draft_learns_from_its_traffic_and_a_draft_trained_on_junk_is_rolled_b
     tmp_path: Path,
 ) -> None:
     traffic, held_out = prompts()
-    bind_claim_volume(cluster, namespace)
     apply(cluster, namespace, NAME, body(learning_models))
     stable = wait_ready(cluster, namespace, NAME, timeout=300)["status"]["configHash"]
     fleet = Fleet(cluster, namespace, env, tmp_path, NAME, traffic)
@@ -174,9 +173,10 @@ def test_a_draft_learns_from_its_traffic_and_a_draft_trained_on_junk_is_rolled_b
         fleet.stop()
 
 
-def bind_claim_volume(cluster: Cluster, namespace: str) -> None:
+@pytest.fixture
+def claim_volume(cluster: Cluster, namespace: str) -> Iterator[None]:
     """A PersistentVolume bound in advance to the claim the operator will make (the local cluster has no
-    provisioner; kwok mounts nothing: the harnesses use a directory of the test for the claim)."""
+    provisioner; kwok mounts nothing: the harnesses use a directory of the test for the claim); removed after."""
     volume = {
         "apiVersion": "v1",
         "kind": "PersistentVolume",
@@ -190,3 +190,5 @@ def bind_claim_volume(cluster: Cluster, namespace: str) -> None:
         },
     }
     cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(volume))
+    yield
+    cluster.kubectl("delete", "persistentvolume", f"{namespace}-learning", "--wait=false", check=False)
