@@ -118,6 +118,24 @@ def _canary_ended(last: dict[str, Any], status: dict[str, Any], learning: dict[s
     step.events.append(("Warning", "DraftRolledBack", said))
 
 
+def _measured_after(generations: list[dict[str, Any]], status: dict[str, Any], learning: dict[str, Any]) -> None:
+    """A promoted generation's own figures, once it serves everywhere and the telemetry loop measured it (a
+    canary too short for a step to see its figures leaves them to this)."""
+    last = generations[-1] if generations else None
+    good = (status.get("rollout") or {}).get("lastGood") or {}
+    observed = (status.get("speculation") or {}).get("observed") or {}
+    if last is None or last.get("phase") != "Promoted" or "after" in last:
+        return
+    if good.get("draft") != draft_label(int(last["generation"])) or observed.get("configHash") != good.get(
+        "configHash"
+    ):
+        return
+    after = figures_of(observed)
+    if "meanAcceptanceLength" in after:
+        last["after"] = after
+        learning["promotedAcceptanceLength"] = after["meanAcceptanceLength"]
+
+
 def _compared(last: dict[str, Any]) -> str:
     before, after = last.get("before") or {}, last.get("after") or {}
     parts = [
@@ -142,6 +160,7 @@ def advance(cr: SpeculativeInference, status: dict[str, Any], seen: Seen, now: s
         _run_ended(last, seen, now, step)
     elif last is not None and last.get("phase") == "Canary":
         _canary_ended(last, status, learning, now, step)
+    _measured_after(generations, status, learning)
     learning["draft"] = _in_force(status)
     busy = last is not None and last.get("phase") in ("Training", "Canary")
     observed = (status.get("speculation") or {}).get("observed") or {}
