@@ -125,3 +125,26 @@ def test_a_failed_run_says_why_and_the_next_waits_for_new_prompts() -> None:
     assert (ended.annotation, ended.start) == (None, 0)
     assert ended.events[0][:2] == ("Warning", "DraftTrainingFailed")
     assert since(ended.status, 1) == 0.0
+
+
+def test_a_promoted_generation_takes_its_figures_from_every_pod_once_measured() -> None:
+    learning = {
+        "since": T0,
+        "draft": "gen-1",
+        "requestsSinceTraining": 0,
+        "generations": [
+            {"generation": 1, "phase": "Promoted", "job": "demo-draft-1", "replaces": "spec", "startedAt": T0}
+        ],
+    }
+    status = serving("gen-1", learning)
+    status["rollout"]["lastGood"]["configHash"] = "new"
+    status["speculation"]["observed"] = {"configHash": "old", "meanAcceptanceLength": 1.0}
+    assert "after" not in advance(RESOURCE, status, Seen(), T1).status["generations"][-1]  # not measured yet
+    status["speculation"]["observed"] = {
+        "configHash": "new",
+        "meanAcceptanceLength": 2.1,
+        "decodeTokensPerSecond": 88.0,
+    }
+    step = advance(RESOURCE, status, Seen(), T1)
+    assert step.status["generations"][-1]["after"] == {"meanAcceptanceLength": 2.1, "decodeTokensPerSecond": 88.0}
+    assert step.status["promotedAcceptanceLength"] == 2.1
