@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specinfer_runtime.samples import MAX_REQUEST_BYTES, ROTATE_SECONDS, files
+from specinfer_runtime.samples import MAX_REQUEST_BYTES, files
 
 MAX_FILE_BYTES = 64 << 20  # a larger file is not one the recorder wrote
-ABANDONED_SECONDS = 4 * ROTATE_SECONDS  # a .part this old was left by an engine that stopped writing it
 Tokenize = Callable[[dict[str, Any]], list[int] | None]  # a sample's prompt as token ids (None: cannot be)
 
 
@@ -42,16 +41,15 @@ def _lines(path: str) -> Iterator[dict[str, Any]]:
 
 
 def recorded(directory: Path, now: float, retention_seconds: float) -> Iterator[dict[str, Any]]:
-    """The samples of complete files within the retention age, newest file first; of files being written,
-    those their engine abandoned."""
+    """The samples of the files within the retention age, newest file first: complete ones, and those an engine
+    is still writing (their lines are whole samples, but perhaps the last, which does not parse and is skipped)."""
     found = []
     for entry in files(directory):
         try:
             stat = entry.stat(follow_symlinks=False)
         except OSError:
             continue
-        complete = entry.name.endswith(".jsonl") or now - stat.st_mtime > ABANDONED_SECONDS
-        if complete and now - stat.st_mtime <= retention_seconds and stat.st_size <= MAX_FILE_BYTES:
+        if now - stat.st_mtime <= retention_seconds and stat.st_size <= MAX_FILE_BYTES:
             found.append((stat.st_mtime, entry.path))
     for _, path in sorted(found, reverse=True):
         try:

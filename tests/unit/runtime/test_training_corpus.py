@@ -33,14 +33,13 @@ def by_words(sample: dict[str, Any]) -> list[int] | None:
     return [len(w) for w in text.split()] if isinstance(text, str) else None
 
 
-def test_newest_first_within_the_retention_age_and_only_complete_files(tmp_path: Path) -> None:
+def test_newest_first_within_the_retention_age_a_line_being_written_skipped(tmp_path: Path) -> None:
     write(tmp_path, "a", "1-1.jsonl", [completion("old one"), completion("old two")], age=300)
     write(tmp_path, "b", "2-1.jsonl", [completion("new one"), completion("new two")], age=10)
-    write(tmp_path, "b", "3-1.part", [completion("still being written")], age=1)
-    write(tmp_path, "d", "0-1.part", [completion("abandoned")], age=200)
+    write(tmp_path, "b", "3-1.part", [completion("still being written"), '{"kind": "completion", "pro'], age=1)
     write(tmp_path, "c", "0-1.jsonl", [completion("expired")], age=7200)
     found = [s["prompt"] for s in recorded(tmp_path, NOW, 3600)]
-    assert found == ["new two", "new one", "abandoned", "old two", "old one"]
+    assert found == ["still being written", "new two", "new one", "old two", "old one"]
 
 
 def test_lines_that_are_not_samples_are_skipped(tmp_path: Path) -> None:
