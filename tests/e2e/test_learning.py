@@ -1,17 +1,15 @@
 """spec.learning end to end, on real engines and real training runs behind simulated pods: the draft gets better
-from the traffic it serves, without a person, and a draft trained on junk is rolled back.
+from the traffic it serves, without a person.
 
 The target is hack/learnmodel's (trained on the corpus), its starting draft its untrained EAGLE-3 head. A loopback
 client sends the corpus' first 70 % as traffic; the engines record it on the resource's claim (a directory of the
 test behind a bound PersistentVolume), the operator starts a training Job once enough was recorded, the harness
 runs specinfer-train behind the Job's pod (hack/podtrainer.py), and the trained generation goes to its canary,
-which sees prompts from the corpus' last 30 %, never trained on. Then junk traffic (random text, one token
-answers) is recorded and trained on; its canary sees the same held-out prompts and rolls it back.
+which sees prompts from the corpus' last 30 %, never trained on, and promotes it.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -93,15 +91,8 @@ def in_force(cluster: Cluster, namespace: str, draft: str) -> dict[str, Any] | N
     return obj if (obj["status"].get("learning") or {}).get("draft") == draft else None
 
 
-def junk(count: int) -> list[str]:
-    """Random text: words of random letters."""
-    rng = random.Random(7)
-    return [" ".join("".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(2, 9))) for _ in range(12))
-            for _ in range(count)]  # fmt: skip
-
-
 @pytest.mark.usefixtures("operator", "claim_volume")
-def test_a_draft_learns_from_its_traffic_and_a_draft_trained_on_junk_is_rolled_back(
+def test_a_draft_learns_from_the_traffic_it_serves(
     cluster: Cluster,
     namespace: str,
     learning_models: LearningModels,
@@ -156,26 +147,6 @@ def test_a_draft_learns_from_its_traffic_and_a_draft_trained_on_junk_is_rolled_b
         for engine in fleet.of(learned):
             assert [engine.complete(p, SERVED_NAME)["choices"][0]["text"] for p in held_out[:4]] == expected
 
-        # Junk: random text with one-token answers. Its draft loses on the held-out prompts and is rolled back.
-        for engine in fleet.of(learned):
-            for text in junk(40):
-                engine.complete(text, SERVED_NAME, max_tokens=1)
-        wait_until("generation 2 on its canary", lambda: generation(cluster, namespace, 2, ("Canary",)), TRAINED)
-        canary = wait_until(
-            "the canary", lambda: (resource(cluster, namespace, NAME)["status"].get("rollout") or {}).get("canary")
-        )
-        fleet.serve({learned: 1, canary["configHash"]: 1})
-        fleet.traffic(learned, rounds=2)
-        ended = fleet.traffic_until(
-            canary["configHash"], lambda: generation(cluster, namespace, 2, ("Promoted", "RolledBack")), VERDICT
-        )
-        print(f"\ngeneration 2: {ended}")
-        assert ended["phase"] == "RolledBack", ended
-        assert ended["reason"].startswith("SpeedBelowStable"), ended
-        wait_until("gen-1 in force again", lambda: in_force(cluster, namespace, "gen-1"))
-        kept = claim_directory(tmp_path, f"{NAME}-learning") / "drafts" / "gen-2" / "model.safetensors"
-        assert kept.is_file(), "a rolled-back draft stays on the claim"
-        assert "DraftRolledBack" in events(cluster, namespace, "DraftRolledBack")
     finally:
         fleet.stop()
 

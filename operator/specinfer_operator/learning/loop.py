@@ -121,10 +121,10 @@ def _canary_ended(last: dict[str, Any], status: dict[str, Any], learning: dict[s
 def _measured_after(generations: list[dict[str, Any]], status: dict[str, Any], learning: dict[str, Any]) -> None:
     """A promoted generation's own figures, once it serves everywhere and the telemetry loop measured it (a
     canary too short for a step to see its figures leaves them to this)."""
-    last = generations[-1] if generations else None
+    last = next((g for g in reversed(generations) if g.get("phase") == "Promoted"), None)
     good = (status.get("rollout") or {}).get("lastGood") or {}
     observed = (status.get("speculation") or {}).get("observed") or {}
-    if last is None or last.get("phase") != "Promoted" or "after" in last:
+    if last is None or "after" in last:
         return
     if good.get("draft") != draft_label(int(last["generation"])) or observed.get("configHash") != good.get(
         "configHash"
@@ -162,7 +162,11 @@ def advance(cr: SpeculativeInference, status: dict[str, Any], seen: Seen, now: s
         _canary_ended(last, status, learning, now, step)
     _measured_after(generations, status, learning)
     learning["draft"] = _in_force(status)
-    busy = last is not None and last.get("phase") in ("Training", "Canary")
+    # No run while one trains or is judged, nor before the generation last promoted was measured on every pod:
+    # its figures are what drift is judged against.
+    busy = last is not None and (
+        last.get("phase") in ("Training", "Canary") or (last.get("phase") == "Promoted" and "after" not in last)
+    )
     observed = (status.get("speculation") or {}).get("observed") or {}
     moment = Moment(now, learning["requestsSinceTraining"], observed.get("meanAcceptanceLength"), _quiet(status), busy)
     why = None if busy or step.annotation is not None else trigger(settings, learning, moment)
