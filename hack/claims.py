@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from specinfer_operator.render.learning import LEARNING_VOLUME
 from specinfer_runtime import samples
 
 
@@ -36,7 +37,7 @@ def mounted(pod: dict[str, Any], volume: str, workdir: Path) -> Path | None:
 def recorder_env(pod: dict[str, Any], workdir: Path) -> dict[str, str]:
     """spec.learning's recorder settings as the engine would see them outside a container: its samples directory
     on the claim, and the pod's name (a downward-API variable, which kwok does not fill in)."""
-    found = mounted(pod, "learning", workdir)
+    found = mounted(pod, LEARNING_VOLUME, workdir)
     if found is None:
         return {}
     return {samples.DIR_ENV: str(found), samples.POD_ENV: str(pod["metadata"]["name"])}

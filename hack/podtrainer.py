@@ -25,11 +25,12 @@ from hack.claims import claim_directory, claim_of
 from hack.container import Container, same_path
 from hack.engine import engine_variables
 from hack.kubeclient import Cluster
+from specinfer_operator.render.children import label_selector
+from specinfer_operator.render.learning import LEARNING_PATH, LEARNING_VOLUME
+from specinfer_operator.render.training import pod_labels
 
 RUNTIME = Path(__file__).resolve().parents[1] / "runtime"
-LEARNING_PATH = "/var/lib/specinfer/learning"  # where the training pod mounts the claim (render/learning.py)
-LEARNING_VOLUME = "learning"
-TRAINERS = "app.kubernetes.io/name=specinfer-trainer"
+TRAINERS = label_selector({"app.kubernetes.io/name": pod_labels("")["app.kubernetes.io/name"]})
 TIMEOUT = 1800.0
 TRAINER_IMAGE = "SPECINFER_BUILT_TRAINER_IMAGE"  # images/build's; without it the run is the engine venv's
 

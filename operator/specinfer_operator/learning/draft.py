@@ -39,6 +39,12 @@ def draft_label(generation: int) -> str:
     return f"gen-{generation}" if generation else SPEC_DRAFT
 
 
+def generation_of_label(label: str) -> int:
+    """gen-N as N; anything else (spec) as 0: draft_label's inverse."""
+    number = label.removeprefix("gen-")
+    return int(number) if number != label and _NUMBER.fullmatch(number) else 0
+
+
 def learned(body: dict[str, Any]) -> dict[str, Any]:
     """The resource to render: with the generation in force as its draft (the body itself when none is)."""
     generation = generation_of(body)
@@ -68,12 +74,8 @@ def checked(
 def generation_of_draft(name: str, draft: dict[str, Any] | None) -> int:
     """Which generation a rendered draftModel is (0: not one of the claim's)."""
     pvc = ((draft or {}).get("source") or {}).get("pvc") or {}
-    prefix = draft_dir(0).removesuffix("0")
+    directory = draft_dir(0).removesuffix("gen-0")  # drafts/
     sub = str(pvc.get("subPath") or "")
-    if (
-        pvc.get("claimName") != claim_name(name)
-        or not sub.startswith(prefix)
-        or not _NUMBER.fullmatch(sub[len(prefix) :])
-    ):
+    if pvc.get("claimName") != claim_name(name) or not sub.startswith(directory):
         return 0
-    return int(sub[len(prefix) :])
+    return generation_of_label(sub.removeprefix(directory))

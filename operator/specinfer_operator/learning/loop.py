@@ -19,7 +19,7 @@ from specinfer_operator.api.labels import LEARNED_DRAFT_ANNOTATION
 from specinfer_operator.api.learning import MAX_GENERATIONS
 from specinfer_operator.api.resource import SpeculativeInference
 from specinfer_operator.api.timestamps import parse
-from specinfer_operator.learning.draft import SPEC_DRAFT, draft_label
+from specinfer_operator.learning.draft import SPEC_DRAFT, draft_label, generation_of_label
 from specinfer_operator.learning.outcome import canary_end, figures_of, run_end
 from specinfer_operator.learning.plan import Moment, next_generation, trigger
 from specinfer_operator.platform.kube import Kube
@@ -53,11 +53,6 @@ class Step:
     annotation: str | None = None
     start: int = 0
     events: list[Event] = field(default_factory=list)
-
-
-def generation_of(label: str) -> int:
-    """gen-N as N; the spec's draft as 0."""
-    return int(label.removeprefix("gen-")) if label.startswith("gen-") and label[4:].isdigit() else 0
 
 
 def _quiet(status: dict[str, Any]) -> bool:
@@ -113,7 +108,7 @@ def _canary_ended(last: dict[str, Any], status: dict[str, Any], learning: dict[s
         step.events.append(("Normal", "DraftPromoted", f"{label} serves on every pod: {_compared(last)}"))
         return
     replaced = str(last.get("replaces") or SPEC_DRAFT)
-    step.annotation = str(generation_of(replaced) or "")
+    step.annotation = str(generation_of_label(replaced) or "")
     said = f"{label} was rolled back ({reason}); {replaced} serves, and {label} stays on the claim for inspection"
     step.events.append(("Warning", "DraftRolledBack", said))
 
@@ -228,7 +223,7 @@ def tick(
         seen = Seen(job, max(pods, key=lambda p: p["metadata"].get("creationTimestamp", ""), default=None), requests)
     step = advance(cr, status, seen, now)
     if step.start:
-        in_force = generation_of(step.status["draft"])
+        in_force = generation_of_label(step.status["draft"])
         kube.apply(training_job(cr, step.start, in_force, since(step.status, step.start), defaults))
     if step.annotation is not None:
         kube.patch_metadata(namespace, name, {"annotations": {LEARNED_DRAFT_ANNOTATION: step.annotation or None}})

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from specinfer_operator.learning.draft import draft_label
+from specinfer_runtime.redaction import redact
 
 MAX_MESSAGE = 4096
 MAX_REASON = 512
@@ -48,10 +49,11 @@ def _message(pod: dict[str, Any] | None) -> str:
 
 
 def _shown(text: str) -> str:
-    """A pod's words as a reason: the first line, printable, shortened."""
+    """A pod's words as a reason: the first line, printable, shortened, scrubbed of anything that looks like
+    a token (as the engine pods' words are: controller/health.py)."""
     line = text.strip().splitlines()[0] if text.strip() else ""
     line = "".join(c if c.isprintable() else "?" for c in line)
-    return line[:MAX_REASON] + ("..." if len(line) > MAX_REASON else "")
+    return redact(line[:MAX_REASON] + ("..." if len(line) > MAX_REASON else ""))
 
 
 def result_of(message: str) -> dict[str, Any] | None:
