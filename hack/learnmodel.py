@@ -1,11 +1,16 @@
-"""A tiny target with something to learn, and the untrained EAGLE-3 head a learning resource starts from.
+"""A tiny target with something to learn, its untrained EAGLE-3 head, and a head trained on its traffic.
 
 The engine tests' tiny target has random weights: a head trained on its hidden states has nothing to learn
 (its next token is noise). This one has their tokenizer and shape, with four layers (a head reads three of
 them and the last), trained on corpus.txt until it continues the corpus: its greedy answers have structure a
 head can learn from the target's hidden states, as a real model's do. Training is deterministic (fixed seed,
 one thread) and takes a minute or two on a CPU, once: the result is cached under
-`${SPECINFER_CACHE:-~/.cache/specinfer}/learning-models/<key>`, keyed on this file, tinymodel.py and the corpus.
+`${SPECINFER_CACHE:-~/.cache/specinfer}/learning-models/<key>`, keyed on this file, tinymodel.py, the corpus and
+the training Job's program.
+
+A learning resource starts from the untrained head (a weak draft). The trained one is specinfer-train's first
+generation from the traffic (the corpus' first 70 %), made once here: a draft that serves well, for a resource
+whose next generation must not replace it with a worse one.
 
 Run `python -m hack.learnmodel` to build them (or find them built); it prints where they are, as JSON.
 """
@@ -17,10 +22,15 @@ import json
 import os
 import shutil
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hack import tinymodel
+from hack.engine import MAX_MODEL_LEN, SERVED_NAME
+from specinfer_runtime import samples
+from specinfer_runtime.training import job
 
 TARGET = f"{tinymodel.ORGANIZATION}/tiny-structured"
 HEAD = f"{tinymodel.ORGANIZATION}/tiny-structured-eagle3"  # its untrained EAGLE-3 head
@@ -29,18 +39,49 @@ STEPS = 600
 BATCH = 16
 WINDOW = 64
 LEARNING_RATE = 3e-3
-HEAD_STEPS = 3  # the untrained head's test-time-training steps (its K)
+HEAD_STEPS = 3  # the heads' test-time-training steps (their K)
+TRAINED_HEAD = f"{tinymodel.ORGANIZATION}/tiny-structured-eagle3-corpus"  # the head trained on TRAFFIC
+TRAFFIC, HELD_OUT = 40, 12
+PROMPT_CHARACTERS = 80
+ANSWER_TOKENS = 48  # what the tests' clients ask for
+
+
+def prompts(traffic: int = TRAFFIC) -> tuple[list[str], list[str]]:
+    """`traffic` prompts from the corpus' first 70 %, HELD_OUT prompts from the rest, at even steps (more than
+    about 110 of the first overlap)."""
+    text = tinymodel.CORPUS.read_text(encoding="utf-8")
+    cut = int(len(text) * 0.7)
+    first = [text[i : i + PROMPT_CHARACTERS] for i in range(0, cut - PROMPT_CHARACTERS, cut // traffic)]
+    rest = len(text) - cut - PROMPT_CHARACTERS
+    last = [text[cut + i : cut + i + PROMPT_CHARACTERS] for i in range(0, rest, rest // HELD_OUT)]
+    return first[:traffic], last[:HELD_OUT]
+
+
+def engine_config(draft: str | None) -> dict[str, Any]:
+    """The launcher's config of the structured target with `draft` (a Hub id in the cache, or a directory) as its
+    eagle3 head; with None, an ngram config whose command runs without --speculative-config (hack.engine's
+    without_speculation: a config requires a method)."""
+    speculative: dict[str, Any] = {"method": "ngram", "numSpeculativeTokens": HEAD_STEPS}
+    if draft is not None:
+        speculative = {"method": "eagle3", "numSpeculativeTokens": HEAD_STEPS, "draftModel": {"name": draft}}
+    return {
+        "model": {"name": TARGET, "servedModelName": SERVED_NAME, "maxModelLen": MAX_MODEL_LEN},
+        "speculative": speculative,
+        "graph": {"mode": "NONE"},
+        "engineArgs": ["--dtype", "float32", "--seed", "0"],
+    }
 
 
 @dataclass(frozen=True)
 class LearningModels:
-    """The structured target and its untrained head: repository ids in `hf_home`, and their directories."""
+    """The structured target and its heads: repository ids in `hf_home`, and the directories of the first two."""
 
     hf_home: Path
     target: str
     target_dir: Path
     head: str
     untrained_head: Path
+    trained_head: str
 
     def to_json(self) -> str:
         return json.dumps({k: str(v) for k, v in self.__dict__.items()}, indent=2)
@@ -49,13 +90,19 @@ class LearningModels:
     def from_json(cls, text: str) -> LearningModels:
         data = json.loads(text)
         return cls(
-            Path(data["hf_home"]), data["target"], Path(data["target_dir"]), data["head"], Path(data["untrained_head"])
+            Path(data["hf_home"]),
+            data["target"],
+            Path(data["target_dir"]),
+            data["head"],
+            Path(data["untrained_head"]),
+            data["trained_head"],
         )
 
 
 def _key() -> str:
     digest = hashlib.sha256()
-    for path in (Path(__file__), Path(tinymodel.__file__), tinymodel.CORPUS):
+    training = Path(job.__file__).parent
+    for path in (Path(__file__), Path(tinymodel.__file__), tinymodel.CORPUS, *sorted(training.glob("*.py"))):
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -83,6 +130,33 @@ def _train_target(tokenizer: object) -> object:
     return model.eval()
 
 
+def _train_head(target_dir: Path, start: Path, claim: Path) -> Path:
+    """specinfer-train's first generation from TRAFFIC, recorded as the engines' recorder records it."""
+    now = time.time()
+    store = samples.Store(samples.Settings(claim / "samples", 100, 64 << 20, 3600, "engine-0"), clock=lambda: now)
+    for prompt in prompts()[0]:
+        store.write({"kind": "completion", "time": round(now), "prompt": prompt, "maxTokens": ANSWER_TOKENS})
+    store.complete()
+    run = job.TrainingRun(
+        generation=1,
+        target=str(target_dir),
+        start=str(start),
+        samples=str(claim / "samples"),
+        output=str(claim / "drafts" / "gen-1"),
+        scratch=str(claim / "scratch"),
+        max_tokens=100_000,
+        max_output_tokens=256,
+        epochs=20,
+        learning_rate=1e-3,
+        speculative_tokens=HEAD_STEPS,
+        retention_seconds=3600,
+    )
+    result = job.run(run, now)
+    print(f"learnmodel: head trained on the traffic: {result}", file=sys.stderr)
+    (claim / "drafts" / "gen-1" / "result.json").unlink()
+    return claim / "drafts" / "gen-1"
+
+
 def build(cache: Path) -> LearningModels:
     """Build the target and the untrained head into `cache` (or find them there)."""
     root = cache / "learning-models" / _key()
@@ -103,8 +177,10 @@ def build(cache: Path) -> LearningModels:
     torch.manual_seed(tinymodel.SEED)
     head.save(head.new_head(target_dir, head.aux_layers(config, None), HEAD_STEPS), staging)
     untrained = tinymodel.publish(staging, hf_home, HEAD)
+    trained = _train_head(target_dir, untrained, root / "staging" / "claim")
+    tinymodel.publish(trained, hf_home, TRAINED_HEAD)
     shutil.rmtree(root / "staging", ignore_errors=True)
-    built = LearningModels(hf_home, TARGET, target_dir, HEAD, untrained)
+    built = LearningModels(hf_home, TARGET, target_dir, HEAD, untrained, TRAINED_HEAD)
     done.write_text(built.to_json())
     return built
 

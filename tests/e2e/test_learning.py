@@ -5,11 +5,14 @@ The target is hack/learnmodel's (trained on the corpus), its starting draft its 
 client sends the corpus' first 70 % as traffic; the engines record it on the resource's claim (a directory of the
 test behind a bound PersistentVolume), the operator starts a training Job once enough was recorded, the harness
 runs specinfer-train behind the Job's pod (hack/podtrainer.py), and the trained generation goes to its canary,
-which sees prompts from the corpus' last 30 %, never trained on, and promotes it.
+which sees prompts from the corpus' last 30 %, never trained on, and promotes it. A second resource, whose draft
+already serves well, records only junk: the generation trained on it is rolled back by its canary.
 """
 
 from __future__ import annotations
 
+import random
+import string
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,12 +23,11 @@ import yaml
 from hack.claims import claim_directory
 from hack.engine import MAX_MODEL_LEN, SERVED_NAME, engine_python, environment
 from hack.kubeclient import Cluster, wait_until
-from hack.learnmodel import LearningModels
+from hack.learnmodel import PROMPT_CHARACTERS, TRAFFIC, LearningModels, prompts
 from hack.podengine import Fleet
 from hack.podtrainer import Trainers
 from tests.e2e.test_operator import apply, resource, wait_ready
 from tests.e2e.test_rollback import events
-from tests.engine.test_learning import prompts
 
 NAME = "learner"
 NEED = 150  # draft tokens on each side before each comparison
@@ -47,10 +49,10 @@ def env(
     return environment(engine_venv, learning_models.hf_home, tmp_path / "engine")
 
 
-def body(models: LearningModels) -> dict[str, Any]:
+def body(models: LearningModels, draft: str) -> dict[str, Any]:
     return {
         "model": {"name": models.target, "servedModelName": SERVED_NAME, "maxModelLen": MAX_MODEL_LEN},
-        "speculative": {"method": "eagle3", "numSpeculativeTokens": 3, "draftModel": {"name": models.head}},
+        "speculative": {"method": "eagle3", "numSpeculativeTokens": 3, "draftModel": {"name": draft}},
         "graph": {"mode": "NONE"},
         "engineArgs": ["--dtype", "float32", "--seed", "0"],
         "replicas": 2,
@@ -85,6 +87,18 @@ def generation(cluster: Cluster, namespace: str, number: int, phases: tuple[str,
     return None
 
 
+def observed(cluster: Cluster, namespace: str) -> dict[str, Any]:
+    return dict((resource(cluster, namespace, NAME)["status"].get("speculation") or {}).get("observed") or {})
+
+
+def canary_of(cluster: Cluster, namespace: str) -> dict[str, Any]:
+    return dict(
+        wait_until(
+            "the canary", lambda: (resource(cluster, namespace, NAME)["status"].get("rollout") or {}).get("canary")
+        )
+    )
+
+
 def in_force(cluster: Cluster, namespace: str, draft: str) -> dict[str, Any] | None:
     """The resource, once `draft` serves on every pod."""
     obj = resource(cluster, namespace, NAME)
@@ -101,7 +115,7 @@ def test_a_draft_learns_from_the_traffic_it_serves(
     tmp_path: Path,
 ) -> None:
     traffic, held_out = prompts()
-    apply(cluster, namespace, NAME, body(learning_models))
+    apply(cluster, namespace, NAME, body(learning_models, learning_models.head))
     stable = wait_ready(cluster, namespace, NAME, timeout=300)["status"]["configHash"]
     fleet = Fleet(cluster, namespace, env, tmp_path, NAME, traffic)
     try:
@@ -118,9 +132,7 @@ def test_a_draft_learns_from_the_traffic_it_serves(
         assert trained["samples"] >= 40, trained
         recorded = list((claim_directory(tmp_path, f"{NAME}-learning") / "samples").glob("*/*"))
         assert recorded, "the engines recorded nothing on the claim"
-        canary = wait_until(
-            "the canary", lambda: (resource(cluster, namespace, NAME)["status"].get("rollout") or {}).get("canary")
-        )
+        canary = canary_of(cluster, namespace)
         fleet.serve({stable: 1, canary["configHash"]: 1})
         fleet.prompts = held_out  # from here on: prompts no run trained on, on both sides
 
@@ -147,6 +159,57 @@ def test_a_draft_learns_from_the_traffic_it_serves(
         for engine in fleet.of(learned):
             assert [engine.complete(p, SERVED_NAME)["choices"][0]["text"] for p in held_out[:4]] == expected
 
+    finally:
+        fleet.stop()
+
+
+def junk(count: int) -> list[str]:
+    """Random letters and spaces: nothing the target serves for real, and nothing to learn that helps there."""
+    rng = random.Random(0)
+    letters = string.ascii_lowercase + " " * 5
+    return ["".join(rng.choice(letters) for _ in range(PROMPT_CHARACTERS)) for _ in range(count)]
+
+
+@pytest.mark.usefixtures("operator", "claim_volume")
+def test_a_draft_trained_on_poisoned_samples_is_rolled_back(
+    cluster: Cluster,
+    namespace: str,
+    learning_models: LearningModels,
+    env: dict[str, str],
+    trainers: Trainers,
+    tmp_path: Path,
+) -> None:
+    """A resource whose draft serves well (trained on the traffic once) records only junk: random text, one token
+    answered each. Its next generation learns that and drafts worse on what the resource really serves, which
+    the canary sees on speed and rolls back: the draft in force stays, the rolled-back one stays on the claim."""
+    held_out = prompts()[1]
+    apply(cluster, namespace, NAME, body(learning_models, learning_models.trained_head))
+    stable = wait_ready(cluster, namespace, NAME, timeout=300)["status"]["configHash"]
+    fleet = Fleet(cluster, namespace, env, tmp_path, NAME, held_out)
+    try:
+        fleet.serve({stable: 2})
+        # Requests count from the operator's first sample of the pod on: the junk is quick, so it waits for it.
+        wait_until("the pod measured", lambda: observed(cluster, namespace).get("podsMeasured"))
+        for prompt in junk(TRAFFIC):
+            fleet.of(stable)[0].complete(prompt, SERVED_NAME, max_tokens=1)
+        trained = wait_until(
+            "generation 1 on its canary", lambda: generation(cluster, namespace, 1, ("Canary",)), TRAINED
+        )
+        assert trained["samples"] == TRAFFIC, trained
+        canary = canary_of(cluster, namespace)
+        fleet.serve({stable: 1, canary["configHash"]: 1})
+        fleet.traffic(stable, rounds=2)
+        ended = fleet.traffic_until(
+            canary["configHash"], lambda: generation(cluster, namespace, 1, ("Promoted", "RolledBack")), VERDICT
+        )
+        print(f"\ngeneration 1: {ended}")
+        assert ended["phase"] == "RolledBack", ended
+        assert "DraftRolledBack" in events(cluster, namespace, "DraftRolledBack")
+        obj = resource(cluster, namespace, NAME)
+        assert obj["status"]["learning"]["draft"] == "spec", obj["status"]["learning"]
+        assert obj["status"]["rollout"]["lastGood"]["configHash"] == stable
+        kept = claim_directory(tmp_path, f"{NAME}-learning") / "drafts" / "gen-1"
+        assert (kept / "config.json").is_file(), "the rolled-back draft is not on the claim for inspection"
     finally:
         fleet.stop()
 

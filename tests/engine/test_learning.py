@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from hack.engine import (
-    MAX_MODEL_LEN,
     SERVED_NAME,
     EngineRun,
     checked,
@@ -26,24 +25,10 @@ from hack.engine import (
     run_engine,
     without_speculation,
 )
-from hack.learnmodel import LearningModels
-from hack.tinymodel import CORPUS
+from hack.learnmodel import TRAFFIC, LearningModels, engine_config, prompts
 from specinfer_operator.measure.acceptance import acceptance
 from specinfer_runtime import samples
 from specinfer_runtime.argv import vllm_argv
-
-TRAFFIC, HELD_OUT = 40, 12
-PROMPT_CHARACTERS = 80
-
-
-def prompts() -> tuple[list[str], list[str]]:
-    """Traffic from the corpus' first 70 %, held-out prompts from the rest, at even steps."""
-    text = CORPUS.read_text(encoding="utf-8")
-    cut = int(len(text) * 0.7)
-    first = [text[i : i + PROMPT_CHARACTERS] for i in range(0, cut - PROMPT_CHARACTERS, cut // TRAFFIC)]
-    rest = len(text) - cut - PROMPT_CHARACTERS
-    last = [text[cut + i : cut + i + PROMPT_CHARACTERS] for i in range(0, rest, rest // HELD_OUT)]
-    return first[:TRAFFIC], last[:HELD_OUT]
 
 
 @pytest.fixture(scope="module")
@@ -68,19 +53,7 @@ def serve(
 ) -> EngineRun:
     """The structured target through the launcher, with `draft` (a Hub id in the test cache, or a directory) as
     its eagle3 head; without one, no speculation."""
-    speculative: dict[str, Any] = {"method": "ngram", "numSpeculativeTokens": 3}
-    if draft is not None:
-        speculative = {"method": "eagle3", "numSpeculativeTokens": 3, "draftModel": {"name": draft}}
-    config = {
-        "model": {
-            "name": "specinfer-tests/tiny-structured",
-            "servedModelName": SERVED_NAME,
-            "maxModelLen": MAX_MODEL_LEN,
-        },
-        "speculative": speculative,
-        "graph": {"mode": "NONE"},
-        "engineArgs": ["--dtype", "float32", "--seed", "0"],
-    }
+    config = engine_config(draft)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "engine.json"
     path.write_text(json.dumps(config))
