@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup run test check lint typecheck unit package e2e engine images crd chart chart-package docs site vllm-flags bench bench-operator bench-telemetry bench-hostile bench-churn bench-tuning bench-load-sweep bench-autoscale-day clean
+.PHONY: setup run test check lint typecheck unit package e2e engine images crd chart chart-package docs site vllm-flags bench bench-operator bench-telemetry bench-hostile bench-churn bench-tuning bench-load-sweep bench-autoscale-day bench-learning clean
 
 setup: $(STAMP)
 
@@ -136,6 +136,10 @@ bench-tuning: setup
 ## bench-load-sweep: every static K at concurrency 1, 4, 16 and 32 and over a mixed day, against what tuning chooses
 bench-load-sweep: setup
 	venv="$$(hack/engine-venv)" && SPECINFER_ENGINE_VENV="$$venv" $(BIN)/python -m bench.load_sweep
+
+## bench-learning: a draft's mean acceptance length and decode speed against the samples and time it trained on
+bench-learning: setup
+	venv="$$(hack/engine-venv)" && SPECINFER_ENGINE_VENV="$$venv" $(BIN)/python -m bench.learning_curve
 
 ## bench-autoscale-day: a day of load against spec.autoscaling and Auto's K, simulated from the load sweep's profiles
 bench-autoscale-day: setup
