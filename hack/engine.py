@@ -25,6 +25,7 @@ from typing import Any
 from hack.container import Container
 from hack.tinymodel import TinyModels
 from specinfer_runtime.engine import ENGINE_PORT, EngineSpec
+from specinfer_runtime.launcher import listening
 from specinfer_runtime.validation import validate
 
 
@@ -51,7 +52,8 @@ PROMPTS = [
     "Speculative decoding drafts tokens cheaply and checks them in one forward pass of the target model.",
 ]
 REPETITIVE = 2  # index in PROMPTS
-BASE_URL = f"http://127.0.0.1:{ENGINE_PORT}"
+LISTEN_ADDRESS = "127.0.0.1"
+BASE_URL = f"http://{LISTEN_ADDRESS}:{ENGINE_PORT}"
 
 
 def venv_variable() -> str | None:
@@ -116,7 +118,7 @@ def environment(engine_venv: Path, hf_home: Path, scratch: Path) -> dict[str, st
         VLLM_HOST_IP="127.0.0.1",  # the engine's internal sockets stay on loopback
         # and so does its API server (not every interface): the e2e suite, running beside this one, binds the
         # engine port on simulated pods' loopback addresses, which a wildcard bind would collide with.
-        SPECINFER_LISTEN_ADDRESS="127.0.0.1",
+        SPECINFER_LISTEN_ADDRESS=LISTEN_ADDRESS,
         VLLM_NO_USAGE_STATS="1",
         DO_NOT_TRACK="1",
         VLLM_CACHE_ROOT=str(state / "vllm-cache"),
@@ -159,9 +161,10 @@ def checked(config: dict[str, Any]) -> EngineSpec:
 
 def without_speculation(argv: list[str]) -> list[str]:
     """The same command line minus --speculative-config: EngineSpec requires a method, so the baseline
-    cannot be expressed as an engine config and runs `vllm serve` directly."""
+    cannot be expressed as an engine config and runs `vllm serve` directly; on LISTEN_ADDRESS, as the launcher
+    has the other engines listen (environment)."""
     index = argv.index("--speculative-config")
-    return argv[:index] + argv[index + 2 :]
+    return listening(argv[:index] + argv[index + 2 :], LISTEN_ADDRESS)
 
 
 def port_open() -> bool:

@@ -61,7 +61,8 @@ def body(models: LearningModels, draft: str) -> dict[str, Any]:
         "learning": {
             "storage": {"size": "1Gi", "storageClassName": "e2e"},
             "sampling": {"percent": 100},
-            "triggers": {"minNewSamples": 40, "minIntervalMinutes": 0, "acceptanceDropPercent": 0},
+            # One run per test: the prompts of the canary's traffic, recorded too, would start another.
+            "triggers": {"minNewSamples": 40, "minIntervalMinutes": 60, "acceptanceDropPercent": 0},
             "training": {"epochs": 20, "learningRate": 0.001, "deadlineSeconds": 1800},
         },
     }

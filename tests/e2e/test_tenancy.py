@@ -15,11 +15,14 @@ from kubernetes import client
 from hack.kubeclient import Cluster, pods, wait_until
 from specinfer_operator.api.policy import TenantPolicySpec, policy_problems
 from specinfer_operator.render.admission import check
+from specinfer_operator.render.children import RenderDefaults
+from specinfer_operator.render.training import training_job
 from tests.e2e.test_chart import CHART, helm
 from tests.e2e.test_operator import apply, condition, resource, serving, wait_ready, wait_reason, wait_resource
+from tests.support.builders import cr
 from tests.support.builders import resource as manifest
 from tests.support.policycases import CASES
-from tests.support.policyspecs import DRIVER, DRIVER_MOUNT, NON_ROOT, paths, spec_of
+from tests.support.policyspecs import DRIVER, DRIVER_MOUNT, NON_ROOT, learning, paths, spec_of
 
 ASCEND_DRIVER = {"runtime": {"volumeMounts": [DRIVER_MOUNT]}, "podTemplate": {"spec": {"volumes": [DRIVER]}}}
 
@@ -183,6 +186,25 @@ def test_pod_security_levels_what_runs_and_what_is_refused_in_the_api_servers_wo
     assert rolled_back["reason"] == "FailedCreate"
     assert "hostPath volumes" in rolled_back["message"]
     assert obj["status"]["ready"] == "1/1"
+
+
+def test_a_training_pod_passes_the_namespaces_pod_security_as_the_engines_do(
+    cluster: Cluster, namespaces: list[str]
+) -> None:
+    """spec.learning's training pod, as the Job controller makes it from the operator's Job, in a restricted
+    namespace: admitted once the resource runs as a user other than root, as its engines are; refused as root,
+    in the API server's words."""
+    restricted = make_namespace(cluster, namespaces, {"pod-security.kubernetes.io/enforce": "restricted"})
+    non_root = {"podTemplate": {"spec": {"securityContext": {**NON_ROOT, "runAsGroup": 1000}}}}
+
+    def training_pod(extra: dict[str, Any]) -> dict[str, Any]:
+        found = cr(one_pod({**learning(), **extra}), uid="u1", namespace=restricted)
+        template = training_job(found, 1, 0, 0.0, RenderDefaults())["spec"]["template"]
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer"}, "spec": template["spec"]}
+
+    assert dry_run(cluster, restricted, training_pod(non_root)) == ""
+    refused = dry_run(cluster, restricted, training_pod({}))
+    assert 'violates PodSecurity "restricted:latest": runAsNonRoot != true' in refused, refused
 
 
 @pytest.mark.usefixtures("operator")

@@ -36,10 +36,11 @@ def test_kubectl_get_prints_the_columns(cluster: Cluster, namespace: str) -> Non
         "TUNING",
         "AUTOSCALE",
         "OBJECTIVE",
+        "DRAFT",
         "AGE",
     ]
     tuning = header.index("TUNING")
-    # No tuning and no autoscaling configured: no advice, no replica range, no objective.
+    # No tuning, autoscaling or learning configured: no advice, no replica range, no objective, no draft generation.
     assert {row[tuning : header.index("AGE")].strip() for row in rows} == {""}
     wide = cluster.kubectl("get", "specinf", "-n", namespace, "-o", "wide").stdout
     assert wide.splitlines()[0].split()[-5:] == ["ACCEPT", "MEASURED", "ADAPTIVITY", "DECODE-TOK/S", "VLLM-ASCEND"]

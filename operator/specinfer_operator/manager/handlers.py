@@ -16,6 +16,7 @@ from specinfer_operator.controller.pool import CRD_MISSING, POOL_CONDITION
 from specinfer_operator.controller.reconcile import reconcile
 from specinfer_operator.controller.refresh import Refreshes
 from specinfer_operator.learning import loop as learning
+from specinfer_operator.manager.diffbase import BoundedDiffBaseStorage
 from specinfer_operator.render.admission import check
 from specinfer_operator.render.children import label_selector
 from specinfer_operator.telemetry.loop import Telemetry
@@ -37,7 +38,7 @@ GROUPS_RETRY_SECONDS = 10
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # kopf's bookkeeping lives in annotations: the status schema is ours, and structural.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = BoundedDiffBaseStorage(prefix=GROUP)
     settings.posting.level = logging.WARNING  # handler failures become Events; routine logs do not
     settings.posting.reporting_component = MANAGER
     # kopf waits this long for more events of an object before handling it (default 0.1 s): most of
