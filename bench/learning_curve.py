@@ -37,7 +37,7 @@ from hack.engine import (
     server,
     without_speculation,
 )
-from hack.learnmodel import ANSWER_TOKENS, HEAD_STEPS, LearningModels, engine_config, prompts
+from hack.learnmodel import HEAD_STEPS, LearningModels, engine_config, prompts, record
 from specinfer_operator.measure.acceptance import acceptance
 from specinfer_runtime import samples
 from specinfer_runtime.argv import vllm_argv
@@ -58,13 +58,6 @@ class Point:
     seconds: float  # the run's, as specinfer-train reports it
     mean_acceptance_length: float | None
     decode: float  # tokens per second a request gets
-
-
-def record(directory: Path, texts: list[str], now: float) -> None:
-    store = samples.Store(samples.Settings(directory, 100, 64 << 20, 3600, "engine-0"), clock=lambda: now)
-    for text in texts:
-        store.write({"kind": "completion", "time": round(now), "prompt": text, "maxTokens": ANSWER_TOKENS})
-    store.complete()
 
 
 def train(

@@ -130,13 +130,18 @@ def _train_target(tokenizer: object) -> object:
     return model.eval()
 
 
+def record(directory: Path, texts: list[str], now: float) -> None:
+    """`texts` as the engines' recorder records completion requests of ANSWER_TOKENS at `now`."""
+    store = samples.Store(samples.Settings(directory, 100, 64 << 20, 3600, "engine-0"), clock=lambda: now)
+    for text in texts:
+        store.write({"kind": "completion", "time": round(now), "prompt": text, "maxTokens": ANSWER_TOKENS})
+    store.complete()
+
+
 def _train_head(target_dir: Path, start: Path, claim: Path) -> Path:
     """specinfer-train's first generation from TRAFFIC, recorded as the engines' recorder records it."""
     now = time.time()
-    store = samples.Store(samples.Settings(claim / "samples", 100, 64 << 20, 3600, "engine-0"), clock=lambda: now)
-    for prompt in prompts()[0]:
-        store.write({"kind": "completion", "time": round(now), "prompt": prompt, "maxTokens": ANSWER_TOKENS})
-    store.complete()
+    record(claim / "samples", prompts()[0], now)
     run = job.TrainingRun(
         generation=1,
         target=str(target_dir),
