@@ -3,10 +3,11 @@ stands the engines behind its pods)."""
 
 from __future__ import annotations
 
+import http.client
+import json
+import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 from itertools import count
 from typing import Any
 
@@ -22,7 +23,8 @@ class Gateway:
     a second. That is what the
     EndpointSlice controller publishes; the local cluster has no EndpointSlices (its pod IPs are loopback
     addresses, which the API server refuses in them), so the endpoints are computed from the pods as it does.
-    Only endpoints with an engine of `fleet` behind them are sent to."""
+    Only endpoints with an engine of `fleet` behind them are sent to. A refresh that fails keeps the endpoints it
+    had, as a gateway keeps its last endpoints while its watch reconnects: a thread that died would freeze them."""
 
     def __init__(self, cluster: Cluster, namespace: str, name: str, fleet: Fleet, prompt: str, tokens: int) -> None:
         self.cluster, self.namespace, self.fleet, self.prompt, self.tokens = cluster, namespace, fleet, prompt, tokens
@@ -33,6 +35,7 @@ class Gateway:
         self.in_flight: dict[str, int] = {}  # requests sent and not answered, by pod
         self.spans: list[tuple[str, float, float]] = []  # pod, start and end of each request that completed
         self.failed: list[str] = []
+        self.refresh_failures: list[str] = []
         self.active = 0  # clients sending; the others wait
         self.started = time.monotonic()
         self.stopped, self.guard, self.turn = threading.Event(), threading.Lock(), count()
@@ -64,7 +67,11 @@ class Gateway:
 
     def refresh(self) -> None:
         while not self.stopped.wait(0.5):
-            self.refresh_once()
+            try:
+                self.refresh_once()
+            except (AssertionError, subprocess.SubprocessError, json.JSONDecodeError) as error:
+                with self.guard:
+                    self.refresh_failures.append(str(error).strip()[-200:])
 
     def client(self, number: int) -> None:
         while not self.stopped.is_set():
@@ -78,7 +85,7 @@ class Gateway:
             started = time.monotonic()
             try:
                 engine.complete(self.prompt, SERVED_NAME, self.tokens)
-            except (OSError, urllib.error.URLError) as error:
+            except (OSError, http.client.HTTPException, json.JSONDecodeError) as error:
                 with self.guard:
                     self.failed.append(f"{name}: {error}")
                 continue
@@ -113,7 +120,11 @@ class Gateway:
                 + (f", first after {first[n]:.0f} s" if n in first else "")
                 for n in sorted(set(self.endpoints) | set(self.completed) | set(self.in_flight))
             ]
-            return "; ".join(rows) + f"; failed: {self.failed[-3:]} ({len(self.failed)} in all)"
+            return (
+                "; ".join(rows)
+                + f"; failed: {self.failed[-3:]} ({len(self.failed)} in all)"
+                + f"; endpoint refreshes failed: {self.refresh_failures[-2:]} ({len(self.refresh_failures)} in all)"
+            )
 
     def stop(self) -> None:
         self.stopped.set()

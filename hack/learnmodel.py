@@ -190,6 +190,17 @@ def build(cache: Path) -> LearningModels:
     return built
 
 
-if __name__ == "__main__":
+def main() -> None:
+    """Print where the models are, as JSON alone on stdout: what building them prints (the training run's engine
+    logs to stdout, from its own processes too) goes to stderr."""
+    answer = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
     cache = Path(os.environ.get("SPECINFER_CACHE", Path.home() / ".cache" / "specinfer"))
-    print(build(cache).to_json())
+    built = build(cache)
+    sys.stdout.flush()
+    answer.write(built.to_json() + "\n")
+    answer.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -289,7 +289,7 @@ def test_the_autoscaler_adds_an_engine_when_requests_slow_down_and_removes_it_wh
         lightest, heaviest = figures[1], figures[concurrency]
         assert heaviest["decodeBatch"] > lightest["decodeBatch"]
         assert heaviest["draftTokensPerDraft"] < lightest["draftTokensPerDraft"] - DRAFTED
-        assert both["decodeBatch"] <= concurrency / 2 + 1  # one engine's batch, not the sum of both
+        assert both["decodeBatch"] <= concurrency / 2 + 1, load.summary()  # one engine's batch, not both's sum
         by_batch = sorted([*figures.values(), both], key=lambda f: float(f["decodeBatch"]))
         for smaller, larger in pairwise(by_batch):
             assert larger["draftTokensPerDraft"] <= smaller["draftTokensPerDraft"] + DRAFTED, by_batch
