@@ -32,9 +32,6 @@ CACHE="${SPECINFER_CACHE:-${HOME}/.cache/specinfer}"
 BIN="${CACHE}/bin"
 SRC="${CACHE}/src"
 mkdir -p "${BIN}" "${SRC}"
-# One build at a time: make test starts one beside its first checks, and hack/cluster up asks again.
-exec 9>"${CACHE}/build-binaries.lock"
-flock 9
 
 FORCE=0
 WANT=()
@@ -44,6 +41,39 @@ for a in "$@"; do
     -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) WANT+=("$a") ;;
   esac
+done
+
+T_ALL=$(date +%s.%N)
+log() { printf '[build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
+
+# pinned NAME -> the path of binary NAME at its pinned version (fails for a name that is no single binary)
+pinned() {
+  case "$1" in
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl) echo "${BIN}/$1-${KUBERNETES_VERSION}" ;;
+    etcd) echo "${BIN}/etcd-${ETCD_VERSION}" ;;
+    kwok) echo "${BIN}/kwok-${KWOK_VERSION}" ;;
+    helm) echo "${BIN}/helm-${HELM_VERSION}" ;;
+    helm-docs) echo "${BIN}/helm-docs-${HELM_DOCS_VERSION}" ;;
+    lws) echo "${BIN}/lws-${LWS_VERSION}" ;;
+    prometheus-adapter) echo "${BIN}/prometheus-adapter-${PROMETHEUS_ADAPTER_VERSION}" ;;
+    *) return 1 ;;
+  esac
+}
+all_wanted_built() {
+  [[ ${FORCE} -eq 0 && ${#WANT[@]} -gt 0 ]] || return 1
+  local w path; for w in "${WANT[@]}"; do path="$(pinned "$w")" && [[ -x "${path}" ]] || return 1; done
+}
+
+# One build at a time: make test starts one beside its first checks, and hack/cluster up asks again. A run that
+# names binaries (the unit tests ask for kubectl and helm, built first) waits for those, not for the whole build.
+exec 9>"${CACHE}/build-binaries.lock"
+until flock -n 9; do
+  if all_wanted_built; then
+    log "${WANT[*]}: built by the build under way"
+    exit 0
+  fi
+  sleep 2
 done
 
 # ---- locate a Go toolchain -------------------------------------------------
@@ -58,14 +88,6 @@ export CGO_ENABLED=0
 export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 # GOPROXY/GOMODCACHE/GOCACHE are left as configured (`go env`); only the module proxy is needed.
 GOPROXY_URL="$("${GO}" env GOPROXY)"; GOPROXY_URL="${GOPROXY_URL%%,*}"; GOPROXY_URL="${GOPROXY_URL%%|*}"
-
-# Serialise concurrent runs (e.g. two `hack/cluster up` at once).
-exec 9>"${CACHE}/.build.lock"
-flock 9
-
-T_ALL=$(date +%s.%N)
-log() { printf '[build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
 
 wanted() {
   [[ ${#WANT[@]} -eq 0 ]] && return 0
@@ -142,12 +164,12 @@ wrapper() {
 log "go: $(${GO} version) | GOMODCACHE=$(${GO} env GOMODCACHE) GOCACHE=$(${GO} env GOCACHE) GOPROXY=$(${GO} env GOPROXY)"
 log "cache: ${CACHE}"
 
-# Two lanes: Kubernetes' four binaries share one module and its compiled packages; etcd, kwok, helm and the
-# rest are modules of their own. Running them side by side fills the time one lane spends linking (single
-# threaded) or downloading modules.
+# Two lanes: Kubernetes' four binaries share one module and its compiled packages (Prometheus follows them, which
+# makes the lanes about as long); helm, etcd, kwok and the rest are modules of their own. Running them side by side
+# fills the time one lane spends linking (single threaded) or downloading modules.
 build_kubernetes() {
   # ---- Kubernetes (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) ----
-  K8S_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+  K8S_BINS=(kubectl kube-apiserver kube-controller-manager kube-scheduler)  # kubectl first: the unit tests wait for it
   k8s_todo=()
   for b in "${K8S_BINS[@]}"; do
     if wanted "$b" && needs_build "$b" "${KUBERNETES_VERSION}"; then k8s_todo+=("$b"); fi
@@ -215,6 +237,29 @@ build_kubernetes() {
 }
 
 build_others() {
+  # ---- helm (first: the unit tests wait for it) --------------------------------
+  if wanted helm && needs_build helm "${HELM_VERSION}"; then
+    t=$(date +%s.%N)
+    hv="${HELM_VERSION}"
+    json="$(modjson helm.sh/helm/v3 "${hv}")"
+    hdir="$(jfield Dir <<<"${json}")"
+    commit="$(modcommit "${json}" helm.sh/helm/v3 "${hv}")"
+    cgv="$(sed -n 's#^[[:space:]]*k8s\.io/client-go v0\.\([0-9]*\)\..*#\1#p' "${hdir}/go.mod" | head -n1)"
+    ld="-s -w -X helm.sh/helm/v3/internal/version.version=${hv} -X helm.sh/helm/v3/internal/version.metadata="
+    ld+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+    if [[ -n "${commit}" ]]; then ld+=" -X helm.sh/helm/v3/internal/version.gitCommit=${commit}"; fi
+    if [[ -n "${cgv}" ]]; then
+      for p in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+        ld+=" -X ${p}.k8sVersionMajor=1 -X ${p}.k8sVersionMinor=${cgv}"
+      done
+    fi
+    log "helm ${hv}: building..."
+    tmpbin="$(mktemp -d "${BIN}/.gobin.XXXXXX")"
+    GOBIN="${tmpbin}" "${GO}" install -trimpath -ldflags "${ld}" "helm.sh/helm/v3/cmd/helm@${hv}"
+    mv -f "${tmpbin}/helm" "${BIN}/.helm.tmp"; rmdir "${tmpbin}"
+    finish helm "${hv}" "${BIN}/.helm.tmp" "${t}"
+  fi
+
   # ---- etcd (server module has replace directives -> wrapper module) ----------
   if wanted etcd && needs_build etcd "${ETCD_VERSION}"; then
     t=$(date +%s.%N)
@@ -239,29 +284,6 @@ build_others() {
       "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}"
     mv -f "${tmpbin}/kwok" "${BIN}/.kwok.tmp"; rmdir "${tmpbin}"
     finish kwok "${KWOK_VERSION}" "${BIN}/.kwok.tmp" "${t}"
-  fi
-
-  # ---- helm -------------------------------------------------------------------
-  if wanted helm && needs_build helm "${HELM_VERSION}"; then
-    t=$(date +%s.%N)
-    hv="${HELM_VERSION}"
-    json="$(modjson helm.sh/helm/v3 "${hv}")"
-    hdir="$(jfield Dir <<<"${json}")"
-    commit="$(modcommit "${json}" helm.sh/helm/v3 "${hv}")"
-    cgv="$(sed -n 's#^[[:space:]]*k8s\.io/client-go v0\.\([0-9]*\)\..*#\1#p' "${hdir}/go.mod" | head -n1)"
-    ld="-s -w -X helm.sh/helm/v3/internal/version.version=${hv} -X helm.sh/helm/v3/internal/version.metadata="
-    ld+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
-    if [[ -n "${commit}" ]]; then ld+=" -X helm.sh/helm/v3/internal/version.gitCommit=${commit}"; fi
-    if [[ -n "${cgv}" ]]; then
-      for p in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
-        ld+=" -X ${p}.k8sVersionMajor=1 -X ${p}.k8sVersionMinor=${cgv}"
-      done
-    fi
-    log "helm ${hv}: building..."
-    tmpbin="$(mktemp -d "${BIN}/.gobin.XXXXXX")"
-    GOBIN="${tmpbin}" "${GO}" install -trimpath -ldflags "${ld}" "helm.sh/helm/v3/cmd/helm@${hv}"
-    mv -f "${tmpbin}/helm" "${BIN}/.helm.tmp"; rmdir "${tmpbin}"
-    finish helm "${hv}" "${BIN}/.helm.tmp" "${t}"
   fi
 
   # ---- helm-docs (the charts' README.md from their values.yaml) ----------------
@@ -357,7 +379,9 @@ build_others() {
       sigs.k8s.io/prometheus-adapter/cmd/adapter)
     finish prometheus-adapter "${av}" "${BIN}/.prometheus-adapter.tmp" "${t}"
   fi
+}
 
+build_prometheus() {
   # ---- Prometheus and promtool (a wrapper module: the proxy refuses the module's version list) ----
   if wanted prometheus && { needs_build prometheus "${PROMETHEUS_VERSION}" || needs_build promtool "${PROMETHEUS_VERSION}"; }; then
     t=$(date +%s.%N)
@@ -379,6 +403,7 @@ build_others &
 others=$!
 trap 'kill "${others}" 2>/dev/null || true' EXIT
 build_kubernetes
+build_prometheus
 wait "${others}"
 trap - EXIT
 

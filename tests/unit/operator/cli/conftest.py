@@ -1,8 +1,8 @@
 """The real kubectl and helm, for the tests of what `specinfer validate` builds from kustomizations and charts.
 
 They are the versions hack/versions.env pins, from ${SPECINFER_CACHE:-~/.cache/specinfer}/bin. When they are not
-there yet, hack/build-binaries.sh builds them (a few minutes, once; with `make test` this waits for the build
-it starts beside the unit tests, under the same lock): these tests never skip for want of a binary.
+there yet, hack/build-binaries.sh builds them (a few minutes, once; with `make test` this waits for the build it
+starts beside the unit tests to make these two, which it makes first): these tests never skip for want of a binary.
 """
 
 from __future__ import annotations
