@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from .components import (
     COMPONENTS,
+    ClusterConf,
     add_ports,
     all_alive,
     argv_for,
@@ -55,6 +56,7 @@ class UpOptions:
     npus: int
     nodes_given: bool  # --nodes or --npus given: they replace what cluster.json says
     npus_given: bool
+    first_node: int | None  # --first-node, else what cluster.json says (0 for a new cluster)
     apiserver_port: int | None
     timeout: int
 
@@ -74,15 +76,22 @@ class LwsOptions:
     timeout: int
 
 
+def set_nodes(conf: ClusterConf, opts: UpOptions) -> None:
+    """The nodes the options give, in place of what cluster.json says."""
+    if opts.nodes_given or opts.npus_given:
+        conf["nodes"], conf["npus"] = opts.nodes, opts.npus
+    if opts.first_node is not None:
+        conf["first_node"] = opts.first_node
+
+
 def cmd_up(opts: UpOptions) -> int:
     t0 = time.time()
     conf = load_conf(STATE)
     if conf and all_alive(STATE) and all(healthy(STATE, c, conf["ports"]) for c in COMPONENTS):
         api = Api(conf["ports"]["kube-apiserver"], STATE.pki)
-        if opts.nodes_given or opts.npus_given:
-            conf["nodes"], conf["npus"] = opts.nodes, opts.npus
-            save_conf(STATE, conf)
-        names = ensure_nodes(api, conf["nodes"], conf["npus"])
+        set_nodes(conf, opts)
+        save_conf(STATE, conf)
+        names = ensure_nodes(api, conf["nodes"], conf["npus"], conf.get("first_node", 0))
         wait_for(STATE, "fake nodes Ready", lambda: nodes_ready(api, names), opts.timeout, "kwok")
         log(f"cluster is already up (apiserver https://127.0.0.1:{conf['ports']['kube-apiserver']})")
         print(f"KUBECONFIG={STATE.kubeconfig}")
@@ -93,12 +102,12 @@ def cmd_up(opts: UpOptions) -> int:
     os.makedirs(STATE.root, exist_ok=True)
     if conf is None:
         conf = make_conf(opts.apiserver_port, opts.nodes, opts.npus)
+        set_nodes(conf, opts)
         save_conf(STATE, conf)
     else:
         if conf.get("versions", {}).get("ETCD_VERSION", VERSIONS["ETCD_VERSION"]) != VERSIONS["ETCD_VERSION"]:
             log("warning: state dir was created with a different etcd version")
-        if opts.nodes_given or opts.npus_given:
-            conf["nodes"], conf["npus"] = opts.nodes, opts.npus
+        set_nodes(conf, opts)
         add_ports(conf)
         save_conf(STATE, conf)
     ports = conf["ports"]
@@ -131,7 +140,7 @@ def cmd_up(opts: UpOptions) -> int:
 
     api = Api(ports["kube-apiserver"], STATE.pki)
     ts = time.time()
-    names = ensure_nodes(api, conf["nodes"], conf["npus"])
+    names = ensure_nodes(api, conf["nodes"], conf["npus"], conf.get("first_node", 0))
     wait_for(STATE, f"{len(names)} fake nodes Ready", lambda: nodes_ready(api, names), opts.timeout, "kwok")
     log(f"fake nodes Ready: {', '.join(names)} ({conf['npus']} x {NPU_RESOURCE} each, {time.time() - ts:.1f}s)")
     ts = time.time()
@@ -278,6 +287,13 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--nodes", type=int, default=None, help="number of fake Ascend nodes (default 2)")
     up.add_argument("--npus", type=int, default=None, help=f"{NPU_RESOURCE} per node (default 8)")
     up.add_argument(
+        "--first-node",
+        type=int,
+        default=int(os.environ["SPECINFER_FIRST_NODE"]) if os.environ.get("SPECINFER_FIRST_NODE") else None,
+        help="index of the first fake node (default 0): a second cluster beside the first, whose nodes start "
+        "past the first's, has pod addresses of its own",
+    )
+    up.add_argument(
         "--apiserver-port",
         type=int,
         default=int(os.environ.get("SPECINFER_APISERVER_PORT", "0")) or None,
@@ -301,12 +317,19 @@ def parser() -> argparse.ArgumentParser:
 
 
 def up_options(args: argparse.Namespace) -> UpOptions:
-    """--nodes/--npus default to SPECINFER_NODES/SPECINFER_NPUS (then 2 and 8); a node count kwok can serve."""
+    """--nodes/--npus/--first-node default to SPECINFER_NODES/SPECINFER_NPUS/SPECINFER_FIRST_NODE (then 2, 8 and
+    what cluster.json says); nodes kwok can serve."""
     nodes = args.nodes if args.nodes is not None else int(os.environ.get("SPECINFER_NODES", "2"))
     npus = args.npus if args.npus is not None else int(os.environ.get("SPECINFER_NPUS", "8"))
-    if not 0 <= nodes <= MAX_NODES:
-        die(f"--nodes must be between 0 and {MAX_NODES} (node i gets pod CIDR 127.({NODE_CIDR_FIRST}+i).0.0/16)")
-    return UpOptions(nodes, npus, args.nodes is not None, args.npus is not None, args.apiserver_port, args.timeout)
+    first = args.first_node or 0
+    if nodes < 0 or first < 0 or first + nodes > MAX_NODES:
+        die(
+            f"--first-node plus --nodes must be between 0 and {MAX_NODES} "
+            f"(node i gets pod CIDR 127.({NODE_CIDR_FIRST}+i).0.0/16)"
+        )
+    return UpOptions(
+        nodes, npus, args.nodes is not None, args.npus is not None, args.first_node, args.apiserver_port, args.timeout
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

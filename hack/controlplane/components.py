@@ -7,7 +7,7 @@ import os
 import socket
 import time
 from collections.abc import Iterable
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from .kubeapi import http_get, insecure_context, tls_context
 from .layout import SERVICE_CIDR, VERSIONS, StateDir, binpath
@@ -43,6 +43,7 @@ class ClusterConf(TypedDict):
     versions: dict[str, str]  # hack/versions.env at creation
     nodes: int
     npus: int
+    first_node: NotRequired[int]  # the index of the first fake node (0 when absent)
 
 
 # --------------------------------------------------------------------------- ports / cluster.json

@@ -142,9 +142,9 @@ def owned_nodes_path() -> str:
     return f"/api/v1/nodes?labelSelector={OWNER_LABEL[0]}%3D{OWNER_LABEL[1]}"
 
 
-def ensure_nodes(api: Api, n: int, npus: int) -> list[str]:
-    """Fake nodes 0..n-1 with npus each (surplus ones deleted, wrong pod CIDRs recreated); their names."""
-    want = {f"{NODE_PREFIX}{i}": i for i in range(n)}
+def ensure_nodes(api: Api, n: int, npus: int, first: int = 0) -> list[str]:
+    """Fake nodes first..first+n-1 with npus each (surplus ones deleted, wrong pod CIDRs recreated); their names."""
+    want = {f"{NODE_PREFIX}{i}": i for i in range(first, first + n)}
     code, lst = api.req("GET", owned_nodes_path())
     if code != 200:
         die(f"listing nodes failed: {code} {lst}")
