@@ -214,7 +214,10 @@ class DraftGeneration(Section):
     training_seconds: float | None = Field(default=None, description="How long the Job ran.")
     draft_path: str | None = Field(default=None, max_length=256, description="Its directory on the claim.")
     before: Figures | None = Field(default=None, description="The draft in force, at the canary's verdict.")
-    after: Figures | None = Field(default=None, description="This draft on the canary.")
+    after: Figures | None = Field(
+        default=None,
+        description="This draft on the canary; once promoted, its own figures on every pod (absent until measured).",
+    )
     reason: str = Field(default="", max_length=1024, description="Why it ended as it did.")
 
 
@@ -230,7 +233,7 @@ class LearningStatus(Section):
     )
     message: str = Field(default="", max_length=1024, description="What learning waits for, or does.")
     promoted_acceptance_length: float | None = Field(
-        default=None, description="Mean acceptance length of the draft in force when it was promoted."
+        default=None, description="Mean acceptance length of the draft in force, measured once it was promoted."
     )
     generations: list[DraftGeneration] | None = Field(
         default=None, max_length=MAX_GENERATIONS, description=f"The last {MAX_GENERATIONS} generations, newest last."

@@ -102,10 +102,10 @@ def _canary_ended(last: dict[str, Any], status: dict[str, Any], learning: dict[s
     label = draft_label(generation)
     last.update(phase=phase, finishedAt=now, **({"reason": reason} if reason else {}))
     if phase == "Promoted":
-        length = (last.get("after") or {}).get("meanAcceptanceLength")
-        if length is not None:
-            learning["promotedAcceptanceLength"] = length
-        step.events.append(("Normal", "DraftPromoted", f"{label} serves on every pod: {_compared(last)}"))
+        # The canary's figures as last read (every step, 30 s): a canary judged sooner leaves a first glimpse of
+        # its traffic. The generation's own figures are taken once it serves everywhere (_measured_after).
+        step.events.append(("Normal", "DraftPromoted", f"{label} serves on every pod: {_compared(last)} on its canary"))
+        last.pop("after", None)
         return
     replaced = str(last.get("replaces") or SPEC_DRAFT)
     step.annotation = str(generation_of_label(replaced) or "")
@@ -114,8 +114,8 @@ def _canary_ended(last: dict[str, Any], status: dict[str, Any], learning: dict[s
 
 
 def _measured_after(generations: list[dict[str, Any]], status: dict[str, Any], learning: dict[str, Any]) -> None:
-    """A promoted generation's own figures, once it serves everywhere and the telemetry loop measured it (a
-    canary too short for a step to see its figures leaves them to this)."""
+    """A promoted generation's own figures, once it serves everywhere and the telemetry loop measured it: what
+    drift is judged against and what status.learning shows as its `after`."""
     last = next((g for g in reversed(generations) if g.get("phase") == "Promoted"), None)
     good = (status.get("rollout") or {}).get("lastGood") or {}
     observed = (status.get("speculation") or {}).get("observed") or {}

@@ -74,17 +74,33 @@ def test_a_generation_from_recording_to_promotion() -> None:
     assert measuring.status["generations"][-1]["before"] == {"meanAcceptanceLength": 1.0, "decodeTokensPerSecond": 50.0}
     assert measuring.start == 0  # nothing starts beside a canary, however many requests
 
-    promoted = advance(RESOURCE, serving("gen-1", measuring.status), Seen(), T3)
+    # Promoted while the telemetry still shows the stable configuration: the canary's figures as last read are
+    # no more than a glimpse of its traffic, so the generation waits for its own.
+    status = serving("gen-1", measuring.status)
+    status["rollout"]["lastGood"]["configHash"] = "learned"
+    status["speculation"]["observed"]["configHash"] = "stable"
+    promoted = advance(RESOURCE, status, Seen(), T3)
     last = promoted.status["generations"][-1]
     assert (last["phase"], last["finishedAt"], promoted.status["draft"]) == ("Promoted", T3, "gen-1")
-    assert promoted.status["promotedAcceptanceLength"] == 2.03
+    assert "after" not in last
+    assert "promotedAcceptanceLength" not in promoted.status
     assert promoted.events == [
         (
             "Normal",
             "DraftPromoted",
-            "gen-1 serves on every pod: mean acceptance length 1.00 -> 2.03, decode tok/s 50.00 -> 90.00",
+            "gen-1 serves on every pod: mean acceptance length 1.00 -> 2.03, decode tok/s 50.00 -> 90.00 on its canary",
         )
     ]
+    status["learning"] = promoted.status
+    assert advance(RESOURCE, status, Seen(requests=500), T3).start == 0  # no run before it is measured
+    status["speculation"]["observed"] = {
+        "configHash": "learned",
+        "meanAcceptanceLength": 2.2,
+        "decodeTokensPerSecond": 95.0,
+    }
+    measured = advance(RESOURCE, status, Seen(), T3)
+    assert measured.status["generations"][-1]["after"] == {"meanAcceptanceLength": 2.2, "decodeTokensPerSecond": 95.0}
+    assert measured.status["promotedAcceptanceLength"] == 2.2
 
 
 def _canary_of_gen2() -> Step:
