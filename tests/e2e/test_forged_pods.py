@@ -7,7 +7,6 @@ verdict come from the pods its own workloads made, with its rendered engine, and
 from __future__ import annotations
 
 import copy
-import itertools
 import time
 from typing import Any
 
@@ -122,6 +121,13 @@ def canary_figures(obj: dict[str, Any]) -> dict[str, Any]:
     return (((obj.get("status") or {}).get("rollout") or {}).get("canary") or {}).get("observed") or {}
 
 
+def starved(seen: dict[str, Any], pod: dict[str, Any]) -> bool:
+    """The real engine's scrape timed out, alone: its server is a thread of this test, and the engine suite beside
+    it may keep both cores for longer than the operator's 2 s. A round without its figures, not forged ones."""
+    failures = seen.get("scrapeFailures") or []
+    return [(f["pod"], f["result"]) for f in failures] == [(pod["metadata"]["name"], "timeout")]
+
+
 @pytest.mark.usefixtures("operator")
 def test_forged_engines_move_nothing_of_the_victim(
     cluster: Cluster, namespace: str, operator: Operator, servers: list[Server]
@@ -182,13 +188,17 @@ def test_forged_engines_move_nothing_of_the_victim(
         "the forged pods to be refused",
         lambda: metric(operator, "specinfer_scrapes_total", 'result="foreign"') > foreign,
     )
-    ended = time.monotonic() + 6 * INTERVAL
-    for _ in itertools.count():
+    ended, rounds, measured = time.monotonic() + 6 * INTERVAL, 0, 0
+    while True:
+        rounds += 1
         obj = resource(cluster, namespace, NAME)
         seen = figures(obj)
-        assert (seen.get("pods"), seen.get("podsMeasured")) == (1, 1), seen
-        assert seen.get("acceptanceRate") == pytest.approx(REAL_RATE), seen
-        assert seen.get("stepMilliseconds") == pytest.approx(REAL_STEP_MS), seen
+        assert seen.get("pods") == 1, seen
+        if seen.get("podsMeasured") != 0 or not starved(seen, stable_pod):
+            assert seen.get("podsMeasured") == 1, seen.get("scrapeFailures")
+            assert seen.get("acceptanceRate") == pytest.approx(REAL_RATE), seen
+            assert seen.get("stepMilliseconds") == pytest.approx(REAL_STEP_MS), seen
+            measured += 1
         canary = canary_figures(obj)
         assert canary.get("podsMeasured", 0) == 0, canary
         assert canary.get("pods", 1) == 1, canary
@@ -201,3 +211,4 @@ def test_forged_engines_move_nothing_of_the_victim(
         if time.monotonic() > ended:
             break
         time.sleep(1)
+    assert 2 * measured > rounds, f"the real engine's figures in {measured} rounds of {rounds}"
