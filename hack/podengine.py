@@ -34,6 +34,9 @@ from specinfer_runtime import samples
 from specinfer_runtime.sources import MODEL_ROOT
 
 START_TIMEOUT = 300.0  # seconds; a start takes ~45 s on 2 cores
+# Held on each pod an engine serves, as a kubelet holds a pod until its containers stopped: kwok deletes a pod
+# at once and gives its address to the next pod, where the gone pod's engine would still answer the scrapes.
+FINALIZER = "e2e.specinfer.io/engine"
 RUNTIME = Path(__file__).resolve().parents[1] / "runtime"
 CONFIG_VOLUME = "engine-config"
 
@@ -54,6 +57,7 @@ class PodEngine:
     hub: str | None = None  # a Hub endpoint (hack/hub.py) to download from, instead of the tests' offline cache
     process: subprocess.Popen[bytes] | None = None
     container: Container | None = None
+    held: bool = False  # the pod carries FINALIZER: its address stays its own until the engine stopped
 
     @property
     def address(self) -> str:
@@ -73,6 +77,18 @@ class PodEngine:
         command = [*container["command"], *container["args"]]
         at = command.index("--config") + 1
         return [*command[:at], str(config), *command[at + 1 :]]
+
+    def _finalizer(self, patch: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+        meta = self.pod["metadata"]
+        body = json.dumps({"metadata": patch})
+        return self.cluster.kubectl("patch", "pod", "-n", meta["namespace"], meta["name"], "-p", body, check=False)
+
+    def hold(self) -> None:
+        """Hold the pod (FINALIZER) until stop(): a deleted pod keeps its address while its engine answers."""
+        held = self._finalizer({"finalizers": [FINALIZER]})
+        if held.returncode != 0:  # deleted since it was listed: its address may be another pod's already
+            raise AssertionError(f"pod {self.pod['metadata']['name']} left before its engine started: {held.stderr}")
+        self.held = True
 
     def start(self) -> None:
         meta = self.pod["metadata"]
@@ -181,7 +197,13 @@ class PodEngine:
         return (done.stderr or done.stdout).strip()
 
     def stop(self) -> None:
-        """Stop the whole process group (vLLM's engine core is a child process)."""
+        """Stop the whole process group (vLLM's engine core is a child process), then let the pod go."""
+        self._stop_process()
+        if self.held:  # gone already, or deleted now that nothing answers at its address
+            self._finalizer({"$deleteFromPrimitiveList/finalizers": [FINALIZER]})
+            self.held = False
+
+    def _stop_process(self) -> None:
         if self.process is None:
             return
         with contextlib.suppress(ProcessLookupError):
@@ -215,8 +237,8 @@ class PodEngine:
 
 
 class Fleet:
-    """An engine behind every live pod of the resource, and none behind a pod that is gone (its address may
-    be given to a new pod)."""
+    """An engine behind every live pod of the resource, and none behind a pod that is gone: each pod is held
+    (FINALIZER) until its engine stopped, so that no new pod is given its address while the engine answers."""
 
     def __init__(
         self,
@@ -264,6 +286,8 @@ class Fleet:
                 "this cluster's pod IPs are not local: no engine can stand behind its pods (hack/cluster's are)"
             )
         try:
+            for engine in fresh:
+                engine.hold()
             with ThreadPoolExecutor(len(fresh) or 1) as pool:
                 list(pool.map(PodEngine.start, fresh))
         except BaseException:

@@ -24,8 +24,9 @@ from hack.claims import claim_directory
 from hack.engine import MAX_MODEL_LEN, SERVED_NAME, engine_python, environment
 from hack.kubeclient import Cluster, wait_until
 from hack.learnmodel import PROMPT_CHARACTERS, TRAFFIC, LearningModels, prompts
-from hack.podengine import Fleet
+from hack.podengine import Fleet, PodEngine
 from hack.podtrainer import Trainers
+from specinfer_operator.measure.acceptance import acceptance
 from tests.e2e.test_operator import apply, resource, wait_ready
 from tests.e2e.test_rollback import events
 
@@ -57,7 +58,8 @@ def body(models: LearningModels, draft: str) -> dict[str, Any]:
         "engineArgs": ["--dtype", "float32", "--seed", "0"],
         "replicas": 2,
         "rollout": {"strategy": "Canary", "canary": {"minDraftTokens": NEED, "minComparisons": 3}},
-        "telemetry": {"intervalSeconds": 5, "windowSeconds": 900, "minDrafts": 5},
+        # minDrafts: a promoted draft's own figures are taken over about a round of held-out prompts per engine.
+        "telemetry": {"intervalSeconds": 5, "windowSeconds": 900, "minDrafts": 300},
         "learning": {
             "storage": {"size": "1Gi", "storageClassName": "e2e"},
             "sampling": {"percent": 100},
@@ -98,6 +100,16 @@ def canary_of(cluster: Cluster, namespace: str) -> dict[str, Any]:
             "the canary", lambda: (resource(cluster, namespace, NAME)["status"].get("rollout") or {}).get("canary")
         )
     )
+
+
+def engines_own(engines: list[PodEngine]) -> float:
+    """The mean acceptance length the engines count themselves (their /metrics, since they started)."""
+    drafts = accepted = 0
+    for engine in engines:
+        found = acceptance(engine.metrics().decode(), SERVED_NAME)
+        assert found is not None, f"the engine of {engine.pod['metadata']['name']} exports no acceptance"
+        drafts, accepted = drafts + found.drafts, accepted + found.accepted_tokens
+    return 1 + accepted / drafts
 
 
 def in_force(cluster: Cluster, namespace: str, draft: str) -> dict[str, Any] | None:
@@ -150,11 +162,14 @@ def test_a_draft_learns_from_the_traffic_it_serves(
         assert "DraftPromoted" in events(cluster, namespace, "DraftPromoted")
         learned = obj["status"]["rollout"]["lastGood"]["configHash"]
         fleet.serve({learned: 2})
-        promoted = fleet.traffic_until(  # its own figures, once measured on every pod
+        promoted = fleet.traffic_until(  # its own figures, once every pod measured minDrafts drafts
             learned, lambda: generation(cluster, namespace, 1, ("Promoted",)) if measured() else None, VERDICT
         )
-        print(f"\ngeneration 1: {promoted}")
+        own = engines_own(fleet.of(learned))
+        print(f"\ngeneration 1: {promoted}; its engines count {own:.3f} themselves")
         before, after = promoted["before"], promoted["after"]
+        # What the operator took is what these engines measured (about a round of held-out prompts in each).
+        assert abs(after["meanAcceptanceLength"] - own) <= 0.1, (after, own)
         assert after["meanAcceptanceLength"] >= 1.5 * before["meanAcceptanceLength"], promoted
         assert after["decodeTokensPerSecond"] > before["decodeTokensPerSecond"], promoted
         for engine in fleet.of(learned):

@@ -216,7 +216,8 @@ class DraftGeneration(Section):
     before: Figures | None = Field(default=None, description="The draft in force, at the canary's verdict.")
     after: Figures | None = Field(
         default=None,
-        description="This draft on the canary; once promoted, its own figures on every pod (absent until measured).",
+        description="This draft on the canary; after its promotion, its own figures, taken when every pod is "
+        "measured and the window holds telemetry.minDrafts drafts (absent until then).",
     )
     reason: str = Field(default="", max_length=1024, description="Why it ended as it did.")
 
@@ -233,7 +234,9 @@ class LearningStatus(Section):
     )
     message: str = Field(default="", max_length=1024, description="What learning waits for, or does.")
     promoted_acceptance_length: float | None = Field(
-        default=None, description="Mean acceptance length of the draft in force, measured once it was promoted."
+        default=None,
+        description="Mean acceptance length of the draft in force, measured after its promotion (its "
+        "generation's after): what triggers.acceptanceDropPercent compares with.",
     )
     generations: list[DraftGeneration] | None = Field(
         default=None, max_length=MAX_GENERATIONS, description=f"The last {MAX_GENERATIONS} generations, newest last."

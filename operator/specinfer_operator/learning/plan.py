@@ -7,7 +7,7 @@ rolled-back draft is never trained again on the same samples. Then one of the tr
   takes exactly that share of requests; the run itself refuses to start without a prompt newer than the
   last run);
 - acceptance drifted: the mean acceptance length fell triggers.acceptanceDropPercent below its value at the
-  last promotion, with a tenth of minNewSamples new;
+  last promotion, with a tenth of minNewSamples new (both figures from every pod, over telemetry.minDrafts);
 - the schedule: triggers.intervalHours since the last run (or since learning began), with any new prompt.
 """
 
@@ -26,7 +26,7 @@ class Moment:
 
     now: str  # RFC 3339
     requests: int  # requests served since the last run began
-    acceptance_length: float | None  # the current configuration's, over the telemetry window
+    acceptance_length: float | None  # the current configuration's over the telemetry window, when evidence
     quiet: bool  # Ready, no canary, no rollback in force
     running: bool  # a training Job of the resource is active
 

@@ -1,8 +1,9 @@
 """What the measured figures change in a resource's status (pure: status and figures in, patch out).
 
 Scrapes run every 30 s; status writes must not. A write happens when a figure moved beyond its tolerance,
-the pods measured changed, LowAcceptance changed, or the last write is older than the refresh interval
-(while some pod answers), so a steady fleet of N resources costs at most N writes per refresh interval.
+the pods measured changed, LowAcceptance changed, the drafts reached minDrafts (the figures became evidence),
+or the last write is older than the refresh interval (while some pod answers), so a steady fleet of N
+resources costs at most N writes per refresh interval.
 """
 
 from __future__ import annotations
@@ -180,11 +181,16 @@ def update(
     stale = before is not None and after["podsMeasured"] > 0 and age(before.get("measuredTime"), now) >= refresh
     scaling = status_of(autoscaling, after) if autoscaling is not None else None
     objective = scaling is not None and scaling != status.get("autoscaling")
+    # Figures become evidence at minDrafts (what LowAcceptance and learning wait for): news, if nothing moved.
+    evidenced = before is not None and (before.get("drafts", 0) >= settings.min_drafts) != (
+        after["drafts"] >= settings.min_drafts
+    )
     if (
         before is not None
         and not turned
         and not stale
         and not objective
+        and not evidenced
         and not moved(before, after)
         and not _nearer(before, after, need)
     ):

@@ -145,14 +145,43 @@ def test_a_promoted_generation_takes_its_figures_from_every_pod_once_measured() 
         ],
     }
     status = serving("gen-1", learning)
-    status["rollout"]["lastGood"]["configHash"] = "new"
-    status["speculation"]["observed"] = {"configHash": "old", "meanAcceptanceLength": 1.0}
-    assert "after" not in advance(RESOURCE, status, Seen(), T1).status["generations"][-1]  # not measured yet
-    status["speculation"]["observed"] = {
-        "configHash": "new",
-        "meanAcceptanceLength": 2.1,
-        "decodeTokensPerSecond": 88.0,
-    }
+    status["configHash"] = status["rollout"]["lastGood"]["configHash"] = "new"
+    evidence = {"configHash": "new", "pods": 2, "podsMeasured": 2, "drafts": 100}  # telemetry.minDrafts: 100
+    for unfinished in (
+        {"configHash": "old"},  # the figures of the configuration it replaced
+        {"podsMeasured": 1},  # a pod not measured yet
+        {"drafts": 35, "meanAcceptanceLength": 1.38},  # a first reading: one prompt's drafts
+    ):
+        status["speculation"]["observed"] = {**evidence, "meanAcceptanceLength": 1.0, **unfinished}
+        step = advance(RESOURCE, status, Seen(requests=500), T1)
+        assert "after" not in step.status["generations"][-1], unfinished
+        assert step.start == 0, unfinished  # nor a run before its own figures
+    status["speculation"]["observed"] = {**evidence, "meanAcceptanceLength": 2.1, "decodeTokensPerSecond": 88.0}
     step = advance(RESOURCE, status, Seen(), T1)
     assert step.status["generations"][-1]["after"] == {"meanAcceptanceLength": 2.1, "decodeTokensPerSecond": 88.0}
     assert step.status["promotedAcceptanceLength"] == 2.1
+
+
+def test_drift_is_judged_on_evidence_of_the_configuration_in_force() -> None:
+    """A run on drifted acceptance needs the figures LowAcceptance would judge: every pod, minDrafts drafts."""
+    learning = {
+        "since": T0,
+        "draft": "gen-1",
+        "requestsSinceTraining": 0,
+        "promotedAcceptanceLength": 2.0,
+        "generations": [
+            {"generation": 1, "phase": "Promoted", "job": "d-1", "replaces": "spec", "startedAt": T0, "after": {}}
+        ],
+    }
+    triggers = {"minNewSamples": 500, "minIntervalMinutes": 0}
+    drifted = cr({**SPEC, "learning": {**SPEC["learning"], "triggers": triggers}})
+    status = serving("gen-1", learning)
+    status["configHash"] = "in-force"
+    evidence = {"configHash": "in-force", "pods": 2, "podsMeasured": 2, "drafts": 100, "meanAcceptanceLength": 1.2}
+    for few in ({"drafts": 99}, {"podsMeasured": 1}, {"configHash": "earlier"}):
+        status["speculation"]["observed"] = {**evidence, **few}
+        assert advance(drifted, status, Seen(requests=500), T1).start == 0, few
+    status["speculation"]["observed"] = evidence
+    step = advance(drifted, status, Seen(requests=500), T1)
+    assert step.start == 2
+    assert "mean acceptance length 1.20 is below 1.80" in step.events[0][2]

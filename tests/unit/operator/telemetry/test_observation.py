@@ -122,6 +122,18 @@ def test_low_acceptance_needs_evidence() -> None:
     assert few.events == []
 
 
+def test_figures_that_become_evidence_are_written_though_steady() -> None:
+    """Learning takes a promoted draft's figures once they hold minDrafts: a window that grows past it with
+    steady ratios is written then, not one refresh later (LowAcceptance, judged on the configuration before,
+    does not turn)."""
+    judged = written(status(), figures(200, 600))["conditions"]
+    current = written(status(configHash="new", conditions=judged), figures(60, 180))
+    assert update(current, figures(90, 270), SETTINGS, 3, T1, refresh=300) is None
+    change = update(current, figures(100, 300), SETTINGS, 3, T1, refresh=300)
+    assert change is not None
+    assert change.patch["speculation"]["observed"]["drafts"] == 100
+
+
 def test_figures_of_another_configuration_are_replaced_not_compared() -> None:
     old = observed(figures(200, 600), "old", T0)
     change = update(status(speculation={"observed": old}), figures(200, 600), SETTINGS, 3, T1, refresh=300)
