@@ -89,8 +89,12 @@ def wait_until(
         time.sleep(interval)
 
 
+def engine_selector(name: str) -> str:
+    """The label selector of resource `name`'s engine pods (its training pods, spec.learning's, are not among them)."""
+    return f"app.kubernetes.io/name=specinfer-engine,app.kubernetes.io/instance={name}"
+
+
 def pods(cluster: Cluster, namespace: str, name: str) -> list[dict[str, Any]]:
-    """The engine pods of resource `name` (its training pods, spec.learning's, are not among them)."""
-    selector = f"app.kubernetes.io/name=specinfer-engine,app.kubernetes.io/instance={name}"
-    items: list[dict[str, Any]] = cluster.get("pods", "-n", namespace, "-l", selector)["items"]
+    """The engine pods of resource `name` that are not terminating."""
+    items: list[dict[str, Any]] = cluster.get("pods", "-n", namespace, "-l", engine_selector(name))["items"]
     return [p for p in items if not p["metadata"].get("deletionTimestamp")]

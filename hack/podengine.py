@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 import unittest
@@ -26,10 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import urllib3
+from kubernetes import client
+from kubernetes import watch as kwatch
+from kubernetes.client.exceptions import ApiException
+
 from hack import claims
 from hack.container import PODMAN, Container, runtime_image, same_path
 from hack.engine import SERVED_NAME, engine_variables
-from hack.kubeclient import Cluster, pods, wait_until
+from hack.kubeclient import Cluster, engine_selector, pods, wait_until
 from specinfer_runtime import samples
 from specinfer_runtime.sources import MODEL_ROOT
 
@@ -296,27 +302,53 @@ class Fleet:
             raise
         self.engines.update({e.pod["metadata"]["name"]: e for e in fresh})
 
-    def follow(self, interval: float = 0.5) -> Callable[[], None]:
-        """Act as the kubelet toward pods that leave (kwok deletes them at once): a served pod that is terminating
-        or gone has its preStop run against its engine, then its engine stopped, each in a thread of its own. The
-        engine leaves `engines` when its pod leaves, as a pod leaves its Service's endpoints. Gives the function
-        that stops following (and waits for the pods still stopping)."""
+    def follow(self) -> Callable[[], None]:
+        """Act as the kubelet toward pods that leave: a served pod that is terminating or gone has its preStop
+        run against its engine, then its engine stopped, each in a thread of its own. The engine leaves `engines`
+        when its pod leaves, as a pod leaves its Service's endpoints. Pods are watched, as a kubelet watches
+        them: a leave is seen as it happens, not at the next poll. Gives the function that stops following
+        (and waits for the pods still stopping)."""
         stopping: list[threading.Thread] = []
         done = threading.Event()
+        core = client.CoreV1Api(self.cluster.api)
 
         def leave(engine: PodEngine) -> None:
             said = engine.pre_stop()
             self.drained[engine.pod["metadata"]["name"]] = said
             engine.stop()
 
+        def left(name: str) -> None:
+            engine = self.engines.pop(name, None)
+            if engine is None:
+                return
+            self.left[name] = time.monotonic()
+            thread = threading.Thread(target=leave, args=(engine,), daemon=True)
+            thread.start()
+            stopping.append(thread)
+
+        def watch_once() -> None:
+            """One watch of 2 s: it starts with the pods as they are, so that no leave is missed between two."""
+            known, seen = set(self.engines), set[str]()
+            selector = engine_selector(self.name)
+            stream = kwatch.Watch().stream(  # type: ignore[no-untyped-call]
+                core.list_namespaced_pod, self.namespace, label_selector=selector, timeout_seconds=2
+            )
+            for event in stream:
+                pod = event["object"]
+                if event["type"] == "DELETED" or pod.metadata.deletion_timestamp is not None:
+                    left(pod.metadata.name)
+                else:
+                    seen.add(pod.metadata.name)
+            for name in known - seen:  # served when this watch began, and gone before it
+                left(name)
+
         def watch() -> None:
-            while not done.wait(interval):
-                staying = {p["metadata"]["name"] for p in self.live()}
-                for name in [n for n in list(self.engines) if n not in staying]:
-                    self.left[name] = time.monotonic()
-                    thread = threading.Thread(target=leave, args=(self.engines.pop(name),), daemon=True)
-                    thread.start()
-                    stopping.append(thread)
+            while not done.is_set():
+                try:
+                    watch_once()
+                except (ApiException, urllib3.exceptions.HTTPError) as error:  # the API server restarting
+                    print(f"follow: watching pods failed ({error}); watching again", file=sys.stderr)
+                    done.wait(1)
 
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
