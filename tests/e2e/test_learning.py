@@ -26,7 +26,8 @@ from hack.kubeclient import Cluster, wait_until
 from hack.learnmodel import PROMPT_CHARACTERS, TRAFFIC, LearningModels, prompts
 from hack.podengine import Fleet, PodEngine
 from hack.podtrainer import Trainers
-from specinfer_operator.measure.acceptance import acceptance
+from specinfer_operator.measure.window import Counts
+from tests.e2e.test_acceptance import engine_counts
 from tests.e2e.test_operator import apply, resource, wait_ready
 from tests.e2e.test_rollback import events
 
@@ -102,14 +103,9 @@ def canary_of(cluster: Cluster, namespace: str) -> dict[str, Any]:
     )
 
 
-def engines_own(engines: list[PodEngine]) -> float:
+def engines_own(engines: list[PodEngine]) -> float | None:
     """The mean acceptance length the engines count themselves (their /metrics, since they started)."""
-    drafts = accepted = 0
-    for engine in engines:
-        found = acceptance(engine.metrics().decode(), SERVED_NAME)
-        assert found is not None, f"the engine of {engine.pod['metadata']['name']} exports no acceptance"
-        drafts, accepted = drafts + found.drafts, accepted + found.accepted_tokens
-    return 1 + accepted / drafts
+    return sum((engine_counts(e) for e in engines), Counts()).figures().mean_acceptance_length
 
 
 def in_force(cluster: Cluster, namespace: str, draft: str) -> dict[str, Any] | None:
@@ -166,9 +162,10 @@ def test_a_draft_learns_from_the_traffic_it_serves(
             learned, lambda: generation(cluster, namespace, 1, ("Promoted",)) if measured() else None, VERDICT
         )
         own = engines_own(fleet.of(learned))
-        print(f"\ngeneration 1: {promoted}; its engines count {own:.3f} themselves")
+        print(f"\ngeneration 1: {promoted}; its engines count {own} themselves")
         before, after = promoted["before"], promoted["after"]
         # What the operator took is what these engines measured (about a round of held-out prompts in each).
+        assert own is not None, "gen-1's engines drafted nothing"
         assert abs(after["meanAcceptanceLength"] - own) <= 0.1, (after, own)
         assert after["meanAcceptanceLength"] >= 1.5 * before["meanAcceptanceLength"], promoted
         assert after["decodeTokensPerSecond"] > before["decodeTokensPerSecond"], promoted

@@ -3,7 +3,8 @@ operator's scrape of their /metrics."""
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -114,8 +115,13 @@ class TelemetrySettings(Section):
         default=100,
         ge=1,
         le=1_000_000_000,
-        description="Drafts the window must hold before LowAcceptance is judged: a few drafts are no evidence.",
+        description="Drafts the window must hold before LowAcceptance is judged, and before learning takes a "
+        "promoted draft's figures or judges drift: a few drafts are no evidence.",
     )
+
+    def evidence(self, observed: Mapping[str, Any]) -> bool:
+        """Whether figures (status.speculation.observed) hold min_drafts drafts: what is judged on."""
+        return int(observed.get("drafts") or 0) >= self.min_drafts
 
     cel_rules: ClassVar[tuple[Rule, ...]] = (
         Rule(

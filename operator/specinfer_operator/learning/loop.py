@@ -18,6 +18,7 @@ from typing import Any
 from specinfer_operator.api.labels import LEARNED_DRAFT_ANNOTATION
 from specinfer_operator.api.learning import MAX_GENERATIONS
 from specinfer_operator.api.resource import SpeculativeInference
+from specinfer_operator.api.service import TelemetrySettings
 from specinfer_operator.api.timestamps import parse
 from specinfer_operator.learning.draft import SPEC_DRAFT, draft_label, generation_of_label
 from specinfer_operator.learning.outcome import canary_end, figures_of, run_end
@@ -113,24 +114,24 @@ def _canary_ended(last: dict[str, Any], status: dict[str, Any], learning: dict[s
     step.events.append(("Warning", "DraftRolledBack", said))
 
 
-def _evidence(status: dict[str, Any], min_drafts: int) -> dict[str, Any]:
-    """The serving configuration's figures (status.speculation.observed) when they are evidence: every pod
-    measured and at least telemetry.minDrafts drafts in the window, as LowAcceptance requires; else {}."""
+def _evidence(status: dict[str, Any], settings: TelemetrySettings) -> dict[str, Any]:
+    """The serving configuration's figures (status.speculation.observed) when every pod is measured and they are
+    evidence (telemetry.minDrafts drafts, as LowAcceptance requires); else {}."""
     observed = (status.get("speculation") or {}).get("observed") or {}
     pods = observed.get("pods") or 0
     if observed.get("configHash") != status.get("configHash") or not pods or observed.get("podsMeasured") != pods:
         return {}
-    return observed if int(observed.get("drafts") or 0) >= min_drafts else {}
+    return observed if settings.evidence(observed) else {}
 
 
 def _measured_after(
-    generations: list[dict[str, Any]], status: dict[str, Any], learning: dict[str, Any], min_drafts: int
+    generations: list[dict[str, Any]], status: dict[str, Any], learning: dict[str, Any], telemetry: TelemetrySettings
 ) -> None:
     """A promoted generation's own figures, once it serves everywhere and they are evidence (a first reading
     holds a prompt or two): what drift is judged against and what status.learning shows as its `after`."""
     last = next((g for g in reversed(generations) if g.get("phase") == "Promoted"), None)
     good = (status.get("rollout") or {}).get("lastGood") or {}
-    observed = _evidence(status, min_drafts)
+    observed = _evidence(status, telemetry)
     if last is None or "after" in last:
         return
     if good.get("draft") != draft_label(int(last["generation"])) or observed.get("configHash") != good.get(
@@ -167,15 +168,14 @@ def advance(cr: SpeculativeInference, status: dict[str, Any], seen: Seen, now: s
         _run_ended(last, seen, now, step)
     elif last is not None and last.get("phase") == "Canary":
         _canary_ended(last, status, learning, now, step)
-    min_drafts = cr.spec.telemetry.min_drafts
-    _measured_after(generations, status, learning, min_drafts)
+    _measured_after(generations, status, learning, cr.spec.telemetry)
     learning["draft"] = _in_force(status)
     # No run while one trains or is judged, nor before the generation last promoted was measured on every pod:
     # its figures are what drift is judged against.
     busy = last is not None and (
         last.get("phase") in ("Training", "Canary") or (last.get("phase") == "Promoted" and "after" not in last)
     )
-    length = _evidence(status, min_drafts).get("meanAcceptanceLength")
+    length = _evidence(status, cr.spec.telemetry).get("meanAcceptanceLength")
     moment = Moment(now, learning["requestsSinceTraining"], length, _quiet(status), busy)
     why = None if busy or step.annotation is not None else trigger(settings, learning, moment)
     if why is not None:

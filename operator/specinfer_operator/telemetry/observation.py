@@ -90,7 +90,7 @@ def failure_events(before: dict[str, Any] | None, after: dict[str, Any]) -> list
     return [("Warning", "ScrapeFailed", message)]
 
 
-def _evidence(obs: dict[str, Any]) -> str:
+def _said(obs: dict[str, Any]) -> str:
     return f"over the last {obs['windowSeconds']} s ({obs['drafts']} drafts from {obs['podsMeasured']} pods)"
 
 
@@ -100,16 +100,16 @@ def low_acceptance(
     """The LowAcceptance condition: judged only on enough drafts, else left as it was (None if never judged)."""
     before = next((c for c in previous if c.get("type") == LOW_ACCEPTANCE), None)
     length = obs.get("meanAcceptanceLength")
-    if length is None or obs["drafts"] < settings.min_drafts:
+    if length is None or not settings.evidence(obs):
         return before
     floor = settings.min_mean_acceptance_length
     if length < floor:
         message = (
-            f"mean acceptance length {length:.2f} is below {floor:g} {_evidence(obs)}: speculation costs more "
+            f"mean acceptance length {length:.2f} is below {floor:g} {_said(obs)}: speculation costs more "
             "than it gives; lower numSpeculativeTokens, or try another method or draft model"
         )
         return condition(LOW_ACCEPTANCE, True, "BelowThreshold", message, generation, previous, now)
-    message = f"mean acceptance length {length:.2f} is at least {floor:g} {_evidence(obs)}"
+    message = f"mean acceptance length {length:.2f} is at least {floor:g} {_said(obs)}"
     return condition(LOW_ACCEPTANCE, False, "AboveThreshold", message, generation, previous, now)
 
 
@@ -182,9 +182,7 @@ def update(
     scaling = status_of(autoscaling, after) if autoscaling is not None else None
     objective = scaling is not None and scaling != status.get("autoscaling")
     # Figures become evidence at minDrafts (what LowAcceptance and learning wait for): news, if nothing moved.
-    evidenced = before is not None and (before.get("drafts", 0) >= settings.min_drafts) != (
-        after["drafts"] >= settings.min_drafts
-    )
+    evidenced = before is not None and settings.evidence(before) != settings.evidence(after)
     if (
         before is not None
         and not turned
