@@ -18,7 +18,9 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import socket
 import subprocess
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -32,10 +34,11 @@ import yaml
 
 from hack.controlplane.nodes import FAKE_ANNOTATION
 from hack.engine import MAX_MODEL_LEN, PROMPTS, REPETITIVE, SERVED_NAME
-from hack.hostile import REAL, Server, answer, series
+from hack.hostile import REAL, Behaviour, Server, answer, series
 from hack.kubeclient import Cluster, pods, wait_until
 from hack.podengine import Fleet
 from hack.tinymodel import TinyModels
+from specinfer_operator.render.autoscaler import ENGINE_JOB, JOB_MATCHER, targets
 from tests.e2e.conftest import ROOT, Operator, free_port, terminate
 from tests.e2e.test_canary import phase
 from tests.e2e.test_groups import group
@@ -395,3 +398,67 @@ def test_prometheus_scrapes_only_the_engines_own_pods_within_the_limits(
         assert prometheus.query(f"count(vllm:spec_decode_num_drafts_total{scraped(names['flood'])})") == []
         assert prometheus.value(f"up{scraped(names['healthy'])}") == 1
         assert prometheus.query(f"vllm:spec_decode_num_drafts_total{scraped(names['healthy'])}")
+
+
+def forging(namespace: str, name: str) -> Behaviour:
+    """Another scrape's `vllm:*` series labelled as the resource's (as a pushgateway would hold them): a long queue,
+    a full cache, and counters that grow into 100 ms of decode per token."""
+    start = time.monotonic()
+
+    def run(conn: socket.socket, stop: threading.Event) -> None:
+        grown = time.monotonic() - start
+        labels = f'{{namespace="{namespace}",name="{name}"}}'
+        lines = (
+            f"vllm:num_requests_waiting{labels} 1000",
+            f"vllm:kv_cache_usage_perc{labels} 0.99",
+            f"vllm:generation_tokens_total{labels} {100 * grown:.3f}",
+            f"vllm:time_to_first_token_seconds_count{labels} 0",
+            f"vllm:inter_token_latency_seconds_sum{labels} {10 * grown:.3f}",
+        )
+        answer("\n".join((*lines, "")).encode())(conn, stop)
+
+    return run
+
+
+def test_a_series_of_another_scrape_moves_no_autoscaler(
+    cluster: Cluster, namespace: str, operator: Operator, gitops_tools: dict[str, Path], tmp_path: Path
+) -> None:
+    """Every autoscaling query, filled in as prometheus-adapter fills it for one resource (and as KEDA's trigger
+    carries it), reads the engine job's series alone: a job with honor_labels serving `vllm:*` series labelled
+    with the resource's namespace and name, which the same query without its job matcher does read, moves none."""
+    with contextlib.ExitStack() as stack:
+        apply(cluster, namespace, NAME, small())
+        wait_ready(cluster, namespace, NAME)
+        servers: list[Server] = []
+        serve(cluster, namespace, NAME, answer(REAL), servers)
+        for server in servers:
+            stack.push(server)
+        forger = stack.enter_context(Server(forging(namespace, NAME)))
+        settings = config(cluster, namespace, operator)
+        settings["scrape_configs"].append(
+            {
+                "job_name": "forger",
+                "honor_labels": True,
+                "static_configs": [{"targets": [f"{forger.host}:{forger.port}"]}],
+            }
+        )
+        prometheus = Prometheus(gitops_tools["prometheus"], settings, tmp_path)
+        stack.callback(prometheus.stop)
+        mine = f'namespace="{namespace}",name="{NAME}"'
+        wait_until(
+            "Prometheus to scrape the engine and the forger four times",
+            lambda: (
+                prometheus.query(f'count_over_time(up{{job="{ENGINE_JOB}",{mine}}}[1m]) >= 4')
+                and prometheus.query('count_over_time(up{job="forger"}[1m]) >= 4')
+            ),
+            90,
+        )
+        print(f"\n{'metric':<42} {'pinned':>8} {'unpinned':>9}")
+        for target in targets(window=f"{5 * SCRAPE}s"):
+            pinned = target.query.replace("<<.LabelMatchers>>", mine).replace("<<.GroupBy>>", "namespace, name")
+            unpinned = pinned.replace(JOB_MATCHER, "")
+            assert pinned != unpinned, target.query
+            figure, forged = prometheus.value(pinned), prometheus.value(unpinned)
+            print(f"{target.metric:<42} {figure:>8.4g} {forged:>9.4g}")
+            assert figure == 0, f"{target.metric}: the engine is idle, yet {pinned} is {figure}"
+            assert forged > 0, f"{target.metric}: the forged series did not reach Prometheus ({unpinned})"

@@ -3,7 +3,9 @@ where the platform runs KEDA instead, a ScaledObject with Prometheus triggers.
 
 Each target is a figure of the SpeculativeInference, computed by Prometheus from the engines' own series
 (the chart's PodMonitor labels them `namespace` and `name`, the resource's): one figure per resource,
-whatever its pods (a group's workers export nothing). The queries here are the single source of both: `make
+whatever its pods (a group's workers export nothing). Every selector is pinned to the chart's engine scrape job
+(ENGINE_JOB): a `vllm:*` series another scrape produces (a pushgateway, a job with honor_labels) labelled with
+another team's namespace and name drives nothing. The queries here are the single source of both: `make
 crd` writes the adapter's rules to the chart (ADAPTER_RULES_FILE), where prometheus-adapter reads them, and a
 test fails when that file is stale; a ScaledObject carries the same queries for its resource.
 """
@@ -24,6 +26,9 @@ RATE_WINDOW = "2m"  # four scrapes at the chart's 30 s interval
 TOLERANCE = 0.1
 KEDA_API_VERSION = "keda.sh/v1alpha1"
 SCALED_OBJECT = "ScaledObject"
+# The `job` label of the engines' series: the chart's PodMonitor and scrape/engines.yaml both set it.
+ENGINE_JOB = "specinfer-engines"
+JOB_MATCHER = f'job="{ENGINE_JOB}",'
 
 
 @dataclass(frozen=True)
@@ -57,7 +62,7 @@ class Target:
 
 
 def _sum(series: str, window: str | None = None) -> str:
-    selected = f"{series}{{<<.LabelMatchers>>}}"
+    selected = f"{series}{{{JOB_MATCHER}<<.LabelMatchers>>}}"
     return f"sum by (<<.GroupBy>>) ({f'rate({selected}[{window}])' if window else selected})"
 
 
@@ -77,7 +82,7 @@ def targets(window: str = RATE_WINDOW) -> tuple[Target, ...]:
         Target(
             "kvCacheUsagePercent",
             "specinfer_kv_cache_usage_percent",
-            "100 * avg by (<<.GroupBy>>) (vllm:kv_cache_usage_perc{<<.LabelMatchers>>})",
+            f"100 * avg by (<<.GroupBy>>) (vllm:kv_cache_usage_perc{{{JOB_MATCHER}<<.LabelMatchers>>}})",
             "Value",
             "vllm:kv_cache_usage_perc",
         ),
@@ -107,7 +112,7 @@ def adapter_rules(window: str = RATE_WINDOW) -> dict[str, Any]:
     return {
         "rules": [
             {
-                "seriesQuery": f'{{__name__="{t.series}",namespace!="",name!=""}}',
+                "seriesQuery": f'{{__name__="{t.series}",{JOB_MATCHER}namespace!="",name!=""}}',
                 "resources": {
                     "overrides": {"namespace": {"resource": "namespace"}, "name": {"group": GROUP, "resource": PLURAL}}
                 },

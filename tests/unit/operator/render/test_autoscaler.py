@@ -11,12 +11,13 @@ import pytest
 import yaml
 
 from specinfer_operator.render.admission import check
-from specinfer_operator.render.autoscaler import SCALED_OBJECT, adapter_rules, targets
+from specinfer_operator.render.autoscaler import ENGINE_JOB, SCALED_OBJECT, adapter_rules, targets
 from specinfer_operator.render.children import RenderDefaults, config_hash, family_hash, render
 from specinfer_runtime.quantity import parse
 from tests.support.builders import cr, example, resource
 
 NGRAM = {"model": {"name": "m"}, "speculative": {"method": "ngram", "numSpeculativeTokens": 3}}
+CHART = Path(__file__).resolve().parents[4] / "charts" / "specinfer-operator"
 SCALED = {**NGRAM, "autoscaling": {"minReplicas": 1, "maxReplicas": 4, "queueDepth": 3, "decodeTokensPerSecond": 20}}
 
 
@@ -94,6 +95,22 @@ def test_every_target_has_an_adapter_rule_naming_its_metric_for_speculativeinfer
         assert "<<.GroupBy>>" in rule["metricsQuery"]
 
 
+def test_every_series_an_autoscaler_reads_is_the_engine_jobs() -> None:
+    """A `vllm:*` series of another scrape (a pushgateway, a job with honor_labels) labelled with this resource's
+    namespace and name moves no figure: every selector of every query, and each rule's series query, names the
+    chart's engine job (tests/e2e/test_prometheus.py forges such a series on a real Prometheus)."""
+    (scaled,) = [o for o in render(cr(SCALED, namespace="team"), KEDA) if o["kind"] == "ScaledObject"]
+    queries = [t.query for t in targets()] + [t["metadata"]["query"] for t in scaled["spec"]["triggers"]]
+    queries += [r["seriesQuery"] for r in adapter_rules()["rules"]]
+    for query in queries:
+        selectors = re.findall(r"(?:vllm:\w+)?\{[^}]*\}", query)
+        assert selectors, query
+        for selector in selectors:
+            assert 'job="specinfer-engines"' in selector, (selector, query)
+    job = yaml.safe_load((CHART / "scrape" / "engines.yaml").read_text())
+    assert {"target_label": "job", "replacement": ENGINE_JOB} in job["relabel_configs"]
+
+
 KEDA = RenderDefaults(keda_prometheus="http://prometheus.monitoring:9090")
 
 
@@ -118,7 +135,7 @@ def test_with_keda_the_resource_gets_a_scaled_object_with_the_same_targets_range
         "metricType": "AverageValue",  # KEDA divides by the engines, as the HPA does
         "metadata": {
             "serverAddress": "http://prometheus.monitoring:9090",
-            "query": 'sum by (namespace, name) (vllm:num_requests_waiting{namespace="team",name="demo"})',
+            "query": 'sum by (namespace, name) (vllm:num_requests_waiting{job="specinfer-engines",namespace="team",name="demo"})',
             "threshold": "3",
         },
     }
@@ -127,7 +144,10 @@ def test_with_keda_the_resource_gets_a_scaled_object_with_the_same_targets_range
     assert speed["metricType"] == "Value"
     assert speed["metadata"]["threshold"] == "45.455"
     assert "<<" not in speed["metadata"]["query"]
-    assert 'rate(vllm:generation_tokens_total{namespace="team",name="demo"}[2m])' in speed["metadata"]["query"]
+    assert (
+        'rate(vllm:generation_tokens_total{job="specinfer-engines",namespace="team",name="demo"}[2m])'
+        in speed["metadata"]["query"]
+    )
 
 
 def test_keda_thresholds_are_what_the_autoscaler_targets() -> None:
@@ -147,7 +167,7 @@ def test_keda_thresholds_are_what_the_autoscaler_targets() -> None:
 
 def test_a_manifest_without_a_namespace_selects_its_series_by_name() -> None:
     (scaled,) = [o for o in render(cr(SCALED), KEDA) if o["kind"] == "ScaledObject"]
-    assert '{name="demo"}' in scaled["spec"]["triggers"][0]["metadata"]["query"]
+    assert '{job="specinfer-engines",name="demo"}' in scaled["spec"]["triggers"][0]["metadata"]["query"]
 
 
 def test_the_autoscalers_the_docs_show_are_what_the_operator_renders() -> None:
