@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup run test check lint typecheck unit package e2e engine images crd chart chart-package docs site vllm-flags bench bench-operator bench-telemetry bench-hostile bench-churn bench-tuning bench-load-sweep bench-autoscale-day bench-learning clean
+.PHONY: setup run test check lint typecheck unit package e2e engine images crd chart chart-package docs site vllm-flags bench bench-operator bench-telemetry bench-hostile bench-scrape-pieces bench-churn bench-tuning bench-load-sweep bench-autoscale-day bench-learning clean
 
 setup: $(STAMP)
 
@@ -124,6 +124,10 @@ bench-telemetry: setup
 ## bench-hostile: a telemetry round over 505 pods with 16 of them hostile, against the round without them
 bench-hostile: setup
 	$(BIN)/python -m bench.hostile
+
+## bench-scrape-pieces: one scrape of a 4 MiB body dribbled in 32-byte segments, against the body sent at once
+bench-scrape-pieces: setup
+	$(BIN)/python -m bench.scrape_pieces
 
 ## bench-churn: 1,000 resources created, measured and deleted: the operator's series and RSS after each batch
 bench-churn: setup

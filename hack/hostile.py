@@ -71,6 +71,22 @@ def flood(prefix: bytes, forever: bytes) -> Behaviour:
     return run
 
 
+def dribble(prefix: bytes, body: bytes, piece: int = 32, every: float = 0.001) -> Behaviour:
+    """`prefix`, then `body` in `piece`-byte TCP segments (no Nagle), one every `every` seconds: each a receive
+    of its own for a client that keeps up."""
+
+    def run(conn: socket.socket, stop: threading.Event) -> None:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn.sendall(prefix)
+        for at in range(0, len(body), piece):
+            if stop.is_set():
+                return
+            conn.sendall(body[at : at + piece])
+            time.sleep(every)
+
+    return run
+
+
 def send(raw: bytes) -> Behaviour:
     """`raw` as it is, then the connection is closed."""
 
@@ -171,6 +187,18 @@ BEHAVIOURS: list[tuple[str, Behaviour, str, str]] = [
     ("4 MiB of one line", answer(b"x" * ALMOST_4_MIB), "no vLLM counters", "unreadable"),
     ("sample lines of escapes", answer(escapes(1000)), "KiB of the spec-decode", "too_large"),
     ("a body of one-byte chunks", flood(CHUNKED, b"1\r\n#\r\n"), "chunks", "protocol"),
+    (
+        "a Content-Length body in tiny segments",
+        dribble(OK_HEAD + f"Content-Length: {len(REAL) * 16}\r\n\r\n".encode(), REAL * 16),
+        "pieces",
+        "too_large",
+    ),
+    (
+        "a chunked body in tiny segments",
+        dribble(CHUNKED, b"%x\r\n" % (len(REAL) * 16) + REAL * 16),
+        "pieces",
+        "too_large",
+    ),
     (
         "counters beyond any real count",
         answer(counter_lines([f"{DRAFTS} 1e308", f"{DRAFTS} 1e308"])),

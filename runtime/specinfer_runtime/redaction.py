@@ -5,7 +5,8 @@ last log lines become its termination message, which the operator copies into th
 token is checked before any library sees it (a value no header can carry is refused without being
 quoted), and any text that may hold one is scrubbed of it: of the token as it is, as the library escapes
 it, and of each run of its printable characters; the operator, which never sees the tokens, scrubs what
-looks like one (`Bearer ...`, `hf_...`) from what pods report.
+looks like one (`Bearer ...`, `hf_...`, the user and password of a URL: `postgres://***@db/x`) from what pods
+report.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ import re
 MASK = "***"
 FRAGMENT = 4  # runs of a token at least this long are masked wherever they appear
 # What a token looks like in text the operator reads from pods, where the token itself is unknown.
-_LOOKS_LIKE_TOKEN = re.compile(r"(?i)(bearer\s+|authorization:\s*|token=)\S+|hf_[A-Za-z0-9]{8,}")
+_LOOKS_LIKE_TOKEN = re.compile(
+    r"(?i)(bearer\s+|authorization:\s*|token=)\S+|hf_[A-Za-z0-9]{8,}"
+    r"|(?P<scheme>\b[a-z][a-z0-9+.-]*://)[^\s/?#]*@"  # a URL's userinfo, up to its host
+)
 _HEADER_SAFE = re.compile(r"[\x21-\x7e]+")  # visible ASCII, as Hub tokens are
 
 
@@ -48,4 +52,11 @@ def redact(text: str, secrets: list[str] | tuple[str, ...] = ()) -> str:
     for secret in secrets:
         for fragment in _fragments(secret):
             text = text.replace(fragment, MASK)
-    return _LOOKS_LIKE_TOKEN.sub(lambda m: (m.group(1) or "") + MASK, text)
+    return _LOOKS_LIKE_TOKEN.sub(_masked, text)
+
+
+def _masked(match: re.Match[str]) -> str:
+    """A match of _LOOKS_LIKE_TOKEN with its secret part masked: what names it (`Bearer `, `postgres://`) stays."""
+    if match.group("scheme"):
+        return f"{match.group('scheme')}{MASK}@"
+    return (match.group(1) or "") + MASK

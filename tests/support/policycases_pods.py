@@ -162,6 +162,39 @@ POD_CASES: list[tuple[str, dict[str, Any], dict[str, Any], Refused]] = [
         {"drainBlockingBudgetsAllowed": True},
         None,
     ),
+    (
+        "a pod Karpenter may not disrupt",
+        {"podTemplate": {"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}},
+        {},
+        "spec.podTemplate.metadata.annotations",
+    ),
+    (
+        "a pod the cluster autoscaler may not evict",
+        {"podTemplate": {"metadata": {"annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "False"}}}},
+        {},
+        "spec.podTemplate.metadata.annotations",
+    ),
+    (
+        "pods that may be evicted, said so",
+        {
+            "podTemplate": {
+                "metadata": {
+                    "annotations": {
+                        "karpenter.sh/do-not-disrupt": "false",
+                        "cluster-autoscaler.kubernetes.io/safe-to-evict": "true",
+                    }
+                }
+            }
+        },
+        {},
+        None,
+    ),
+    (
+        "a pod Karpenter may not disrupt, allowed",
+        {"podTemplate": {"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}},
+        {"drainBlockingBudgetsAllowed": True},
+        None,
+    ),
     ("an Ascend 310P", {"resources": {"npuResourceName": "huawei.com/Ascend310P"}}, {}, None),
     # Learning: on by default, off by the policy; the training image is an image like the engine's.
     ("a draft that learns", learning(), {}, None),

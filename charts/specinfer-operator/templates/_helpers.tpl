@@ -78,7 +78,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 - apiGroups: ["batch"]
   resources: ["jobs"]
   # spec.learning: its training runs (owned by the resource; Kubernetes removes them a day after they end).
-  verbs: ["get", "create", "patch"]
+  # Created, never patched: a Job of a run's name that is not the resource's is left as it is.
+  verbs: ["get", "create"]
 - apiGroups: ["autoscaling"]
   resources: ["horizontalpodautoscalers"]
   # spec.autoscaling: applied like the other children, deleted when the spec drops it.

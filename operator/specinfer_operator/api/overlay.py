@@ -326,18 +326,35 @@ class PodSpecOverlay(Section):
     )
 
 
+# The labels the Job controller puts on a Job's pods: an engine pod carrying them could pass for a Job's pod.
+JOB_POD_LABELS = ("batch.kubernetes.io/job-name", "batch.kubernetes.io/controller-uid", "job-name", "controller-uid")
+
+
 class PodMetadata(Section):
     """Labels and annotations of the engine pods."""
 
     labels: LabelMap | None = Field(
         default=None,
         max_length=32,
-        description="Pod labels, e.g. a Volcano queue; the operator's app.kubernetes.io/* and specinfer.io/* win.",
+        description="Pod labels, e.g. a Volcano queue; the operator's app.kubernetes.io/* and specinfer.io/* win. "
+        f"Not the Job controller's ({', '.join(JOB_POD_LABELS)}).",
     )
     annotations: AnnotationMap | None = Field(
         default=None,
         max_length=32,
         description="Pod annotations, e.g. prometheus.io/scrape; the operator's specinfer.io/config-hash wins.",
+    )
+
+    cel_rules: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            id="pod",
+            rule=f"!has(self.labels) || !self.labels.exists(k, k in {cel_list(JOB_POD_LABELS)})",
+            message="pod labels %s are the ones the Job controller puts on a Job's pods (an engine pod carrying "
+            "them could pass for a training Job's): remove them",
+            args=(f"self.labels.filter(k, k in {cel_list(JOB_POD_LABELS)})",),
+            field_path=".labels",
+            reason="FieldValueForbidden",
+        ),
     )
 
 

@@ -203,7 +203,9 @@ class TenantPolicySpec(Section):
     drain_blocking_budgets_allowed: bool = Field(
         default=False,
         description="Whether spec.disruptionBudget may let no pod be evicted (maxUnavailable 0, or minAvailable as "
-        "many as the pods), which holds every drain of the pods' nodes, for upgrades or repairs, until it is deleted.",
+        "many as the pods), which holds every drain of the pods' nodes, for upgrades or repairs, until it is deleted; "
+        "and whether pod annotations karpenter.sh/do-not-disrupt: true or "
+        "cluster-autoscaler.kubernetes.io/safe-to-evict: false may hold the pods' nodes the same way.",
     )
     app_armor_unconfined_allowed: bool = Field(
         default=False,

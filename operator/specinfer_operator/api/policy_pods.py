@@ -1,5 +1,6 @@
 """The tenant policy's pod and Service rules: sidecars, the ServiceAccount, images, runtime class, grace period,
-AppArmor, the NPU resource, the Service type and learning.
+AppArmor, what holds nodes (disruption budgets, node-pinning annotations), the NPU resource, the Service type and
+learning.
 
 Images are compared as references: a reference must follow the grammar of container image references
 (`[registry[:port]/]path[:tag][@digest]`, as github.com/distribution/reference parses them: no empty or `..`
@@ -88,6 +89,17 @@ def _evicts(budget: str) -> str:
     return f"(has({budget}.maxUnavailable) ? {budget}.maxUnavailable >= 1 : ({least} == 0 || {least} < {_PODS}))"
 
 
+# Pod annotations that keep a node from being drained or scaled down while the pod runs (Karpenter's, the
+# cluster autoscaler's), with the value that does it: they hold a node as a budget that lets no pod go does.
+NODE_PINS = {"karpenter.sh/do-not-disrupt": "true", "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+
+
+def _pins(key: str) -> str:
+    """CEL: the pod annotation `key` (with its value) keeps the pod's node."""
+    value = f"{_ANNOTATIONS}[{key}].lowerAscii()"
+    return " || ".join(f"({key} == '{k}' && {value} == '{v}')" for k, v in NODE_PINS.items())
+
+
 def _confined(key: str) -> str:
     value = f"{_ANNOTATIONS}[{key}]"
     return f"!{key}.startsWith('{APPARMOR}') || {value} == '{CONFINED[0]}' || {value}.startsWith('{CONFINED[1]}')"
@@ -154,6 +166,14 @@ POD_RULES: tuple[Rule, ...] = (
         "maxUnavailable: 1",
         ".spec.disruptionBudget",
         (_PODS,),
+    ),
+    forbid(
+        "params.spec.drainBlockingBudgetsAllowed || " + along(_ANNOTATIONS, lambda m: f"!{m}.exists(k, {_pins('k')})"),
+        "pod annotations %s keep the pods' nodes from being drained or scaled down while they run, as a "
+        f"disruption budget that lets no pod go does, and {WHY} does not allow it (drainBlockingBudgetsAllowed): "
+        "remove them",
+        ".spec.podTemplate.metadata.annotations",
+        (f"{_ANNOTATIONS}.filter(k, {_pins('k')}).map(k, k + '=' + {_ANNOTATIONS}[k])",),
     ),
     forbid(
         f"!has({SPEC}.learning) || (params.spec.learningAllowed "

@@ -157,9 +157,10 @@ FIELDS: tuple[Reach, ...] = (
     Reach(
         "spec.podTemplate.metadata.annotations",
         POD,
-        ("appArmorUnconfinedAllowed",),
-        "AppArmor annotations: runtime/default or localhost/* only, as Pod Security baseline; the others annotate "
-        "the tenant's own pods",
+        ("appArmorUnconfinedAllowed", "drainBlockingBudgetsAllowed"),
+        "AppArmor annotations: runtime/default or localhost/* only, as Pod Security baseline; "
+        "karpenter.sh/do-not-disrupt: true and cluster-autoscaler.kubernetes.io/safe-to-evict: false hold the "
+        "pods' nodes, as a budget that lets no pod go; the others annotate the tenant's own pods",
     ),
     Reach(
         "spec.podTemplate.spec.serviceAccountName", POD, ("serviceAccountNameAllowed",), "unset, the pods get no token"

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from specinfer_operator.api.container import ENGINE_CONTAINER
+from specinfer_operator.platform.words import own_message
 from specinfer_operator.render import workload
 from specinfer_runtime.redaction import redact
 
@@ -67,11 +68,8 @@ def _own_words(pod: dict[str, Any], status: dict[str, Any]) -> str:
     code alone."""
     terminated = _get(status, "lastState", "terminated") or {}
     code = f"exit code {terminated.get('exitCode', '?')}"
-    name = status.get("name")
-    spec: dict[str, Any] = next((c for c in _get(pod, "spec", "containers") or [] if c.get("name") == name), {})
-    if name != ENGINE_CONTAINER or spec.get("terminationMessagePolicy") != "File":
-        return code
-    said = " ".join(str(terminated.get("message") or "").split())
+    own = own_message(pod, ENGINE_CONTAINER, terminated) if status.get("name") == ENGINE_CONTAINER else None
+    said = " ".join((own or "").split())
     return said[:MAX_SAID] + ("..." if len(said) > MAX_SAID else "") if said else code
 
 

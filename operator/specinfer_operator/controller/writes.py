@@ -21,7 +21,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from specinfer_operator.platform.kube import Conflict, Kube, plural_of
-from specinfer_operator.platform.ownership import controlled_by, described
+from specinfer_operator.platform.ownership import clash_message, controlled_by
 from specinfer_operator.render import workload
 
 ObjectKey = tuple[str, str, str, str]  # (apiVersion, kind, namespace, name)
@@ -35,13 +35,6 @@ class Clash(Exception):  # noqa: N818 (reads as "raise Clash")
 def _key(obj: dict[str, Any]) -> ObjectKey:
     meta = obj["metadata"]
     return (obj["apiVersion"], obj["kind"], meta.get("namespace", ""), meta["name"])
-
-
-def clash_message(kind: str, namespace: str, name: str, live: dict[str, Any]) -> str:
-    return (
-        f"{kind} {namespace}/{name} exists and is not this SpeculativeInference's (its controller: "
-        f"{described(live)}): it was left untouched; rename this SpeculativeInference, or remove that {kind}"
-    )
 
 
 @dataclass

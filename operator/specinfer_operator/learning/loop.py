@@ -21,9 +21,10 @@ from specinfer_operator.api.resource import SpeculativeInference
 from specinfer_operator.api.service import TelemetrySettings
 from specinfer_operator.api.timestamps import parse
 from specinfer_operator.learning.draft import SPEC_DRAFT, draft_label, generation_of_label
-from specinfer_operator.learning.outcome import canary_end, figures_of, run_end
+from specinfer_operator.learning.outcome import CONTROLLER_UID_LABEL, canary_end, figures_of, job_pod, run_end
 from specinfer_operator.learning.plan import Moment, next_generation, trigger
-from specinfer_operator.platform.kube import Kube
+from specinfer_operator.platform.kube import Conflict, Kube
+from specinfer_operator.platform.ownership import clash_message, controlled_by
 from specinfer_operator.render.children import RenderDefaults
 from specinfer_operator.render.learning import draft_dir
 from specinfer_operator.render.training import job_name, training_job
@@ -31,7 +32,6 @@ from specinfer_operator.render.training import job_name, training_job
 log = logging.getLogger(__name__)
 
 INTERVAL = 30  # seconds between steps: a run takes minutes to hours, a canary minutes
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 Event = tuple[str, str, str]  # type, reason, message
 
 
@@ -209,6 +209,39 @@ def _message(learning: dict[str, Any]) -> str:
     return f"{learning['draft']} serves; recording prompts ({served} requests since the last run)"
 
 
+def not_started(step: Step, reason: str, now: str) -> None:
+    """The run `step` starts could not be created: its generation Failed, and said so."""
+    last = step.status["generations"][-1]
+    last.update(phase="Failed", finishedAt=now, reason=reason)
+    said = f"{draft_label(int(last['generation']))} was not trained: {reason}"
+    step.events.append(("Warning", "DraftTrainingFailed", said))
+    step.status["message"] = _message(step.status)
+
+
+def _create(kube: Kube, job: dict[str, Any], owner: str) -> str | None:
+    """Create a run's Job, a child of the resource with uid `owner`: None once it exists, or why not. Created,
+    never applied over: a Job of its name that is not the resource's own (a tenant may create any Job) is left
+    untouched, as the other children are."""
+    meta = job["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    try:
+        kube.create("batch/v1", "jobs", namespace, job)
+    except Conflict:  # the name is held: by this run, created by a step whose status write failed, or not
+        live = kube.get("batch/v1", "jobs", namespace, name)
+        if live is not None and not controlled_by(live, owner):
+            return clash_message("Job", namespace, name, live)
+    return None
+
+
+def _read_run(kube: Kube, namespace: str, job_name: str, owner: str, requests: int) -> Seen:
+    """The run's Job, when it is the resource's own (another of its name is not the run), and its own pod."""
+    job = kube.get("batch/v1", "jobs", namespace, job_name)
+    if job is None or not controlled_by(job, owner):
+        return Seen(requests=requests)
+    pods = kube.list("v1", "pods", namespace, f"{CONTROLLER_UID_LABEL}={job['metadata']['uid']}")
+    return Seen(job, job_pod(job, pods), requests)
+
+
 def since(learning: dict[str, Any], generation: int) -> float:
     """When the run before `generation` began (Unix time; 0 before the first): the new one needs newer prompts."""
     earlier = [g for g in learning.get("generations") or [] if int(g["generation"]) < generation]
@@ -231,13 +264,14 @@ def tick(
     last = generations[-1] if generations else None
     seen = Seen(requests=requests)
     if last is not None and last.get("phase") == "Training":
-        job = kube.get("batch/v1", "jobs", namespace, last["job"])
-        pods = kube.list("v1", "pods", namespace, f"{JOB_NAME_LABEL}={last['job']}") if job else []
-        seen = Seen(job, max(pods, key=lambda p: p["metadata"].get("creationTimestamp", ""), default=None), requests)
+        seen = _read_run(kube, namespace, str(last["job"]), meta["uid"], requests)
     step = advance(cr, status, seen, now)
     if step.start:
         in_force = generation_of_label(step.status["draft"])
-        kube.apply(training_job(cr, step.start, in_force, since(step.status, step.start), defaults))
+        job = training_job(cr, step.start, in_force, since(step.status, step.start), defaults)
+        clash = _create(kube, job, meta["uid"])
+        if clash is not None:
+            not_started(step, clash, now)
     if step.annotation is not None:
         kube.patch_metadata(namespace, name, {"annotations": {LEARNED_DRAFT_ANNOTATION: step.annotation or None}})
     if step.status != status.get("learning"):

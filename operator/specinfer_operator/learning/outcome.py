@@ -1,8 +1,11 @@
 """How a generation's run and its canary ended (pure), from the Job, its pod and the resource's status.
 
-The run's result is the pod's termination message: one line of JSON that specinfer-train writes, in a pod
-the tenant controls. It is read as untrusted: at most MAX_MESSAGE bytes, known keys only, numbers in range;
-anything else is kept out of the status (a failed run's message is quoted, shortened, as its reason).
+The run's result is the termination message of the trainer container of the Job's own pod (the Job its
+controller, by uid, and its controller-uid label the Job's): one line of JSON that specinfer-train writes, in a
+pod the tenant controls. A pod that only carries the Job's name, a sidecar's message, or a log tail the kubelet
+made the message (a policy other than File) is never read. The message is read as untrusted: at most MAX_MESSAGE
+bytes, known keys only, numbers in range; anything else is kept out of the status (a failed run's message is
+quoted, shortened and scrubbed, as its reason).
 """
 
 from __future__ import annotations
@@ -13,8 +16,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from specinfer_operator.learning.draft import draft_label
+from specinfer_operator.platform.ownership import controlled_by
+from specinfer_operator.platform.words import own_message
+from specinfer_operator.render.training import TRAINER_CONTAINER
 from specinfer_runtime.redaction import redact
 
+CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"  # the Job controller's, on each pod it makes
 MAX_MESSAGE = 4096
 MAX_REASON = 512
 # The result's numbers the status takes, with their upper bounds.
@@ -40,11 +47,25 @@ def _finished(job: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+def job_pod(job: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The newest of `pods` that `job` made: controlled by it and labelled with its uid, as the Job controller
+    makes them (anyone who may create a pod can give it the Job's name)."""
+    uid = (job.get("metadata") or {}).get("uid")
+    own = [
+        p
+        for p in pods
+        if controlled_by(p, uid) and ((p.get("metadata") or {}).get("labels") or {}).get(CONTROLLER_UID_LABEL) == uid
+    ]
+    return max(own, key=lambda p: p["metadata"].get("creationTimestamp", ""), default=None)
+
+
 def _message(pod: dict[str, Any] | None) -> str:
+    """The trainer container's own termination message (see platform/words.py), bounded."""
     for status in ((pod or {}).get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") != TRAINER_CONTAINER:
+            continue
         terminated = (status.get("state") or {}).get("terminated") or {}
-        if terminated.get("message"):
-            return str(terminated["message"])[:MAX_MESSAGE]
+        return (own_message(pod, TRAINER_CONTAINER, terminated) or "")[:MAX_MESSAGE]
     return ""
 
 

@@ -65,13 +65,17 @@ def _unescape(raw: str) -> str:
 
 
 def _labels(text: str, line: str, keep: Collection[str]) -> dict[str, str]:
-    """The labels of `keep` in the text between the braces; every label is checked, only those are kept."""
+    """The labels of `keep` in the text between the braces; every label is checked and counted as it is read
+    (however it is spaced), only those are kept."""
     labels: dict[str, str] = {}
-    at, more = 0, True
+    at, more, count = 0, True, 0
     while at < len(text):
         found = _LABEL.match(text, at) if more else None
         if found is None or found.end() == at:
             raise ExpositionError(f"malformed labels in {_quote(line)}")
+        count += 1
+        if count > MAX_LABELS:
+            raise ExpositionError(f"a sample with more than {MAX_LABELS} labels: {_quote(line)}", True)
         name, more = found.group(1), bool(found.group(3))
         if name in keep:
             labels[name] = _unescape(found.group(2))
@@ -161,10 +165,7 @@ class Reader:
             raise ExpositionError(
                 f"more than {MAX_SAMPLES} samples or {MAX_KEPT >> 10} KiB of the spec-decode and step counters", True
             )
-        line = _text(raw).rstrip("\r")
-        if line.count('="') > MAX_LABELS:
-            raise ExpositionError(f"a sample with more than {MAX_LABELS} labels: {_quote(line)}", True)
-        self.samples.append(_sample(line, self._keep))
+        self.samples.append(_sample(_text(raw).rstrip("\r"), self._keep))
 
 
 def _text(raw: bytes) -> str:

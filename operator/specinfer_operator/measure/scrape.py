@@ -6,9 +6,10 @@ the parse, which runs on each piece of the body as it is received (exposition.Re
 at most for what is left of it, so a pod that sends a byte at a time, endless `100 Continue`s, a chunk-size
 line or trailers that never end holds a scrape no longer than the deadline, and a body that is costly to
 read is read within it too. The bytes received in all are bounded, and so are every piece of framing on its
-own (h11's incomplete-event limit) and the chunks a body comes in. The body is never kept: only the sample
-lines of the counters the operator reads are, each bounded, so one scrape holds at most MEMORY bytes
-whatever the pod sends, and the operator's concurrent scrapes MEMORY times their number.
+own (h11's incomplete-event limit), the chunks a body comes in, and the pieces (receives) it comes in, with or
+without chunks: a body dribbled in tiny TCP segments is refused after a few hundred. The body is never kept:
+only the sample lines of the counters the operator reads are, each bounded, so one scrape holds at most MEMORY
+bytes whatever the pod sends, and the operator's concurrent scrapes MEMORY times their number.
 
 A scrape that breaks a bound is a ScrapeError with a one-line reason and a `result` for the
 `specinfer_scrapes_total` metric; nothing the pod sends is quoted beyond a short, printable excerpt.
@@ -33,9 +34,12 @@ FRAMING = 16 << 10  # bytes of a status line and headers, a chunk-size line, or 
 MAX_INTERIM = 4  # 1xx answers before the real one
 CHUNK = 64 << 10
 # Chunks of a chunked body: a body of one-byte chunks would cost a Python event per byte. vLLM answers with a
-# Content-Length; an exporter that chunks writes a few KiB per chunk. (A body with a length comes in a piece
-# per receive, as many as the bytes and the deadline allow.)
+# Content-Length; an exporter that chunks writes a few KiB per chunk.
 MAX_CHUNKS = 256
+# Pieces of any body (a piece per receive, or per chunk), beyond MAX_CHUNKS: one each MIN_PIECE bytes received
+# on average. A body sent in tiny segments, each a receive, would cost a Python event per segment whatever its
+# framing; a real one arrives in receives of a TCP segment (~1.4 KiB) or more.
+MIN_PIECE = 1 << 10
 COUNTERS = (*acceptance.COUNTERS, *timing.SAMPLES)  # the samples read; every other line is skipped
 # What one scrape holds at most, whatever the pod sends: a receive, h11's buffer (a receive and an incomplete
 # framing event), a line that spans two receives joined to the next, and the sample lines kept with their
@@ -106,7 +110,7 @@ def _exchange(
     )
     sock.settimeout(deadline.left())
     sock.sendall(connection.send(request) + (connection.send(h11.EndOfMessage()) or b""))
-    received, interim, chunks = 0, 0, 0
+    received, interim, chunks, pieces = 0, 0, 0, 0
     while True:
         event = connection.next_event()
         if event is h11.NEED_DATA:
@@ -133,6 +137,13 @@ def _exchange(
             chunks += event.chunk_start
             if chunks > MAX_CHUNKS:
                 raise ScrapeError(f"{endpoint.url} sent its body in more than {MAX_CHUNKS} chunks", "protocol")
+            pieces += 1
+            if pieces > MAX_CHUNKS and pieces * MIN_PIECE > received:
+                raise ScrapeError(
+                    f"{endpoint.url} sent its body in more than {MAX_CHUNKS} pieces of less than "
+                    f"{MIN_PIECE >> 10} KiB on average",
+                    "too_large",
+                )
             body(event.data)
             deadline.left()  # what the piece cost to read counts
         elif isinstance(event, h11.EndOfMessage):

@@ -85,6 +85,14 @@ def described(obj: dict[str, Any]) -> str:
     return f"{ref.get('kind', '?')} {ref.get('name', '?')} (uid {ref.get('uid', '?')})"
 
 
+def clash_message(kind: str, namespace: str, name: str, live: dict[str, Any]) -> str:
+    """Why a child was not written: `live`, another object, holds its name."""
+    return (
+        f"{kind} {namespace}/{name} exists and is not this SpeculativeInference's (its controller: "
+        f"{described(live)}): it was left untouched; rename this SpeculativeInference, or remove that {kind}"
+    )
+
+
 def made(labels: dict[str, Any] | None, spec: dict[str, Any] | None) -> str | None:
     """What a pod (or a pod template) runs, as a digest to compare a pod with the template of the workload
     that claims it: its pod-template hash, its engine container and the volumes that container mounts. None

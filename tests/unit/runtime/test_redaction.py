@@ -109,3 +109,24 @@ def test_the_engines_own_message_is_one_bounded_line() -> None:
     assert "\n" not in found[1]
     assert found[1].endswith("x...")
     assert len(found[1]) < 1100
+
+
+@pytest.mark.parametrize(
+    ("said", "shown"),
+    [
+        ("psql: postgres://user:password@db.internal/app failed", "psql: postgres://***@db.internal/app failed"),
+        ("x https://a:p@ss@h.io:5432/x?y=1", "x https://***@h.io:5432/x?y=1"),
+        ("redis://:secret@cache:6379/0", "redis://***@cache:6379/0"),
+        ("see http://example.com/a@b and mailto:x@y", "see http://example.com/a@b and mailto:x@y"),
+    ],
+)
+def test_a_urls_user_and_password_are_masked(said: str, shown: str) -> None:
+    assert redact(said) == shown
+
+
+def test_an_engines_message_with_a_url_credential_is_scrubbed() -> None:
+    pod = engine_pod("demo-0", waiting="CrashLoopBackOff", message="cannot reach postgres://app:hunter22@db/x")
+    found = pod_problem([pod], None)
+    assert found is not None
+    assert "hunter22" not in found[1]
+    assert found[1].endswith("last exit: cannot reach postgres://***@db/x")

@@ -103,3 +103,17 @@ def test_every_documented_resource_passes_the_default_policy() -> None:
     assert len(valid) >= 30
     refused = {where: [str(p) for p in check(data, DEFAULT_INSTALL_POLICY).errors] for where, data in valid}
     assert {where: errors for where, errors in refused.items() if errors} == {}
+
+
+def test_a_node_pinning_annotation_is_refused_by_name_and_value_with_the_field_that_allows_it() -> None:
+    pins = {"karpenter.sh/do-not-disrupt": "true", "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+    extra = {"podTemplate": {"metadata": {"annotations": {**pins, "prometheus.io/scrape": "true"}}}}
+    report = check(resource(spec_of(extra)), TenantPolicySpec())
+    (problem,) = report.errors
+    assert problem.path == "spec.podTemplate.metadata.annotations"
+    assert "karpenter.sh/do-not-disrupt=true" in problem.message
+    assert "cluster-autoscaler.kubernetes.io/safe-to-evict=false" in problem.message
+    assert "prometheus.io" not in problem.message
+    assert "drainBlockingBudgetsAllowed" in problem.message
+    assert problem.message.endswith("remove them")
+    assert check(resource(spec_of(extra)), TenantPolicySpec(drain_blocking_budgets_allowed=True)).value is not None

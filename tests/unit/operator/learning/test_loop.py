@@ -33,7 +33,10 @@ def serving(draft: str, learning: dict[str, Any] | None = None, **rollout: Any) 
 
 def completed(message: str) -> Seen:
     job = {"status": {"conditions": [{"type": "Complete", "status": "True"}]}}
-    pod = {"status": {"containerStatuses": [{"state": {"terminated": {"message": message}}}]}}
+    pod = {
+        "spec": {"containers": [{"name": "trainer", "terminationMessagePolicy": "File"}]},
+        "status": {"containerStatuses": [{"name": "trainer", "state": {"terminated": {"message": message}}}]},
+    }
     return Seen(job, pod)
 
 

@@ -86,3 +86,14 @@ def reference_unescape(raw: str) -> str:
 def test_unescaping_by_splitting_agrees_with_one_pair_at_a_time(pieces: list[str]) -> None:
     raw = "".join(pieces)
     assert _unescape(raw) == reference_unescape(raw)
+
+
+@pytest.mark.parametrize("spacing", ['l{i}="v"', 'l{i}= "v"', 'l{i} ="v"', 'l{i} = "v"', 'l{i}=\t"v"'])
+def test_labels_are_counted_as_read_however_they_are_spaced(spacing: str) -> None:
+    """The text format allows blanks around `=`: the bound holds whatever the spacing."""
+    within = ",".join(spacing.format(i=i) for i in range(16))
+    assert samples(f"{DRAFTS}{{{within}}} 1\n", COUNTERS, LABELS)[0].value == 1.0
+    beyond = ",".join(spacing.format(i=i) for i in range(17))
+    with pytest.raises(ExpositionError, match="more than 16 labels") as raised:
+        samples(f"{DRAFTS}{{{beyond}}} 1\n", COUNTERS, LABELS)
+    assert raised.value.bound

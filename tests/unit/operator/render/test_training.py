@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from specinfer_operator.render.children import RenderDefaults
-from specinfer_operator.render.training import job_name, training_job
+from specinfer_operator.render.training import TRAINER_CONTAINER, job_name, training_job
 from specinfer_runtime.training.job import TrainingRun
 from specinfer_runtime.validation import validate
 from tests.support.builders import cr
@@ -79,3 +79,14 @@ def test_long_names_are_shortened_distinctly() -> None:
     assert job_name("demo", 7) == "demo-draft-7"
     assert len(job_name(a, 123)) <= 63
     assert job_name(a, 123) != job_name(b, 123)
+
+
+def test_the_trainers_message_is_its_own_file_the_one_container_the_outcome_reads() -> None:
+    """learning/outcome.py reads only the trainer container's message, and only with policy File: with
+    FallbackToLogsOnError the kubelet would make its log tail the message."""
+    (container,) = job()["spec"]["template"]["spec"]["containers"]
+    assert container["name"] == TRAINER_CONTAINER
+    assert (container["terminationMessagePath"], container["terminationMessagePolicy"]) == (
+        "/dev/termination-log",
+        "File",
+    )
