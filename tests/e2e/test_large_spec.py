@@ -58,7 +58,7 @@ def test_labels_and_annotations_of_a_large_spec_cost_no_reconcile(
     cluster: Cluster, namespace: str, own_operator: Operator
 ) -> None:
     apply(cluster, namespace, replicas=1)
-    wait_ready(cluster, namespace, NAME)
+    wait_ready(cluster, namespace, NAME, timeout=300)
     before = reconciles(own_operator)
     assert before >= 1
     for i in range(4):
@@ -69,7 +69,7 @@ def test_labels_and_annotations_of_a_large_spec_cost_no_reconcile(
     # The spec change comes after every edit above: once it is reconciled, the operator has handled them all
     # (one object's events are handled in order).
     apply(cluster, namespace, replicas=2)
-    wait_until("the spec change to be reconciled", lambda: reconciles(own_operator) > before, timeout=90)
-    ready = wait_ready(cluster, namespace, NAME)
+    wait_until("the spec change to be reconciled", lambda: reconciles(own_operator) > before, timeout=300)
+    ready = wait_ready(cluster, namespace, NAME, timeout=300)
     assert ready["spec"]["replicas"] == 2
     assert reconciles(own_operator) == before + 1
