@@ -121,7 +121,7 @@ bench-operator: setup
 bench-telemetry: setup
 	$(BIN)/python -m bench.telemetry
 
-## bench-hostile: a telemetry round over 505 pods with 16 of them hostile, against the round without them
+## bench-hostile: a telemetry round over 505 pods with 16 of them hostile, against the round without them; then a resource's round beside 48 silent pods of another, against it beside them answering
 bench-hostile: setup
 	$(BIN)/python -m bench.hostile
 

@@ -16,7 +16,12 @@ until the last healthy resource's round ended, the CPU the round took, and the p
 the process during the round. Targets (DESIGN section 9): with the hostile pods, at most 1.2x the healthy
 rounds' time and CPU, and a peak RSS at most 64 MiB above theirs.
 
-Run with `make bench-hostile`.
+Then fairness between resources: resource A of 48 pods and resource B of one, B's round timed from its start
+to its end, with A's pods answering as engines, then with every one of them silent (it accepts, reads the
+request and never answers, until the 2 s deadline). Target: B's round with A silent at most 1.2x its round
+with A answering (one first-come pool of 16 threads made it 2 s with 16 silent pods, 6 s with 48).
+
+Run with `make bench-hostile` (`python -m bench.hostile --fairness` for the second part alone).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from typing import Any
 
 from bench.operator import ROOT, Bench, body, local_cluster
 from bench.telemetry import operator, serve, stop
-from hack.hostile import BEHAVIOURS, Server, answer, escapes
+from hack.hostile import BEHAVIOURS, Server, answer, escapes, silent
 from specinfer_operator.api.resource import GROUP, PLURAL, VERSION
 from specinfer_operator.api.timestamps import utc_now
 from specinfer_operator.telemetry.loop import Telemetry
@@ -56,6 +61,7 @@ MIX = {
 HOSTILE = sum(MIX.values())
 HEALTHY = 505 - HOSTILE
 ROUNDS = 15
+SILENT, FAIR_ROUNDS = 48, 5  # A's silent round lasts 48 / 4 threads x 2 s: a few rounds suffice
 TARGET = 1.2
 RSS_MARGIN = 64  # MiB
 
@@ -78,6 +84,13 @@ def serve_hostile(addresses: list[str]) -> None:
     behaviours = [known[name] for name, times in MIX.items() for _ in range(times)]
     for address, behaviour in zip(addresses, behaviours, strict=True):
         Server(behaviour, address, 8000).__enter__()
+    print("ready", flush=True)
+    threading.Event().wait()
+
+
+def serve_silent(addresses: list[str]) -> None:
+    for address in addresses:
+        Server(silent, address, 8000).__enter__()
     print("ready", flush=True)
     threading.Event().wait()
 
@@ -105,26 +118,38 @@ def reset_peak_rss() -> None:
     Path("/proc/self/clear_refs").write_text("5")
 
 
+class Fed:
+    """The loop, fed from the API as its watches would feed it (between rounds)."""
+
+    def __init__(self, bench: Bench, namespace: str) -> None:
+        self.bench, self.namespace = bench, namespace
+        self.loop = Timed(bench.kube, lambda ns, name: threading.Lock(), ScrapeConfig(), utc_now)
+        self.loop.ended = {}
+        self.watch()
+        for pod in bench.kube.list("v1", "pods", namespace):
+            self.loop.pod_event("MODIFIED", pod)
+        self.loop.settle(60)  # baselines and the first figures written
+
+    def watch(self) -> None:
+        for obj in self.bench.kube.list(f"{GROUP}/{VERSION}", PLURAL, self.namespace):
+            self.loop.resource_event("MODIFIED", obj)
+
+    def due(self) -> None:
+        """Every resource due now, with the status written as the watch would bring it back."""
+        self.watch()
+        for watched in self.loop._watched.values():
+            watched.due = 0.0
+        self.loop.ended.clear()
+
+
 def rounds(bench: Bench, namespace: str, healthy: set[str]) -> list[tuple[float, float, float, float]]:
     """(seconds until the last healthy round ended, seconds until every round ended, CPU seconds, peak RSS
     in MiB) per round."""
-    loop = Timed(bench.kube, lambda ns, name: threading.Lock(), ScrapeConfig(), utc_now)
-    loop.ended = {}
-
-    def watch() -> None:
-        for obj in bench.kube.list(f"{GROUP}/{VERSION}", PLURAL, namespace):
-            loop.resource_event("MODIFIED", obj)
-
-    watch()
-    for pod in bench.kube.list("v1", "pods", namespace):
-        loop.pod_event("MODIFIED", pod)
-    loop.settle(60)  # baselines and the first figures written
+    fed = Fed(bench, namespace)
+    loop = fed.loop
     found = []
     for _ in range(ROUNDS):
-        watch()  # the status written as the watch would bring it back, between rounds
-        for watched in loop._watched.values():
-            watched.due = 0.0
-        loop.ended.clear()
+        fed.due()
         reset_peak_rss()
         started, cpu = time.monotonic(), time.process_time()
         loop.settle(60)
@@ -134,6 +159,54 @@ def rounds(bench: Bench, namespace: str, healthy: set[str]) -> list[tuple[float,
     return found
 
 
+def b_rounds(bench: Bench, namespace: str) -> list[float]:
+    """Seconds from the start of B's round to its end, per round."""
+    fed = Fed(bench, namespace)
+    found = []
+    for _ in range(FAIR_ROUNDS):
+        fed.due()
+        started = time.monotonic()
+        fed.loop.settle(60)
+        found.append(fed.loop.ended[(namespace, "b")] - started)
+    fed.loop._pool.shutdown()
+    return found
+
+
+def fairness(bench: Bench) -> None:
+    """B's round with A's 48 pods answering, then with all of them silent, against the 1.2x target."""
+    ns = bench.namespace("bench-fairness")
+    process = operator(18093, "--scrape-interval", "0")
+    try:
+        for name, replicas in (("a", SILENT), ("b", 1)):
+            bench.kube.create(
+                f"{GROUP}/{VERSION}", PLURAL, ns, {**body(name), "spec": {**body(name)["spec"], "replicas": replicas}}
+            )
+        while bench.resources_ready(ns) < 2 or len(bench.kube.list("v1", "pods", ns)) < SILENT + 1:
+            time.sleep(2)
+        stop(process)
+        address: dict[str, list[str]] = {"a": [], "b": []}
+        for pod in bench.kube.list("v1", "pods", ns):
+            address[pod["metadata"]["labels"]["app.kubernetes.io/instance"]].append(pod["status"]["podIP"])
+        delays = {}
+        for mode in ("--serve", "--silent"):
+            answering = [start("--serve", *address["b"]), start(mode, *address["a"])]
+            try:
+                delays[mode] = statistics.median(b_rounds(bench, ns))
+            finally:
+                for server in answering:
+                    server.terminate()
+                    server.wait()
+    finally:
+        stop(process)
+        bench.drop(ns)
+    ratio = delays["--silent"] / delays["--serve"]
+    verdict = "PASS" if ratio <= TARGET else "FAIL"
+    print(f"fairness: resource B's round (1 pod) beside resource A's {SILENT} pods; median of {FAIR_ROUNDS} rounds")
+    print(f"  A's pods answering: {delays['--serve']:.3f} s")
+    print(f"  A's pods all silent: {delays['--silent']:.3f} s")
+    print(f"  {ratio:.2f}x (target <= {TARGET}x): {verdict}")
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--serve"]:
         asyncio.run(serve(sys.argv[2:], 8000))  # the healthy engines of bench.telemetry
@@ -141,7 +214,13 @@ def main() -> None:
     if sys.argv[1:2] == ["--hostile"]:
         serve_hostile(sys.argv[2:])
         return
+    if sys.argv[1:2] == ["--silent"]:
+        serve_silent(sys.argv[2:])
+        return
     bench = local_cluster(32, 64)
+    if sys.argv[1:2] == ["--fairness"]:
+        fairness(bench)
+        return
     ns = bench.namespace("bench-hostile")
     process = operator(18093, "--scrape-interval", "0")
     names = [f"p-{i}" for i in range(HEALTHY + HOSTILE)]
@@ -186,6 +265,7 @@ def main() -> None:
     print(f"CPU per round: {cpu:.2f}x (target <= {TARGET}x)")
     print(f"peak RSS: {rss:+.0f} MiB over the healthy rounds' (target <= {RSS_MARGIN} MiB)")
     print("the hostile resources' rounds end at the deadline: every round ended after the 2 s deadline at most")
+    fairness(bench)
 
 
 if __name__ == "__main__":

@@ -210,7 +210,8 @@ def local_cluster(nodes: int, npus: int) -> Bench:
     env = subprocess.run([str(CLUSTER), "env"], capture_output=True, text=True, check=True).stdout
     kubeconfig = next(part.split("=", 1)[1] for part in env.split() if part.startswith("KUBECONFIG="))
     os.environ["KUBECONFIG"] = kubeconfig
-    kubectl = str(Path(kubeconfig).parents[1] / "bin" / "kubectl")
+    bin_dir = next(part.split('"', 2)[1].split(":", 1)[0] for part in env.split() if part.startswith('PATH="'))
+    kubectl = str(Path(bin_dir) / "kubectl")  # the cluster's own, wherever SPECINFER_CLUSTER_DIR puts the cluster
     subprocess.run([kubectl, "apply", "--server-side", "-f", str(ROOT / "crds")], check=True, capture_output=True)
     subprocess.run(
         [kubectl, "wait", "--for=condition=Established", f"crd/{PLURAL}.{GROUP}"], check=True, capture_output=True

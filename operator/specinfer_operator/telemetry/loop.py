@@ -7,10 +7,12 @@ observation.py finds one worth making, preceded by one read of the resource to p
 
 Every pod and every resource is untrusted, and one must not hold up the others. Each resource's round
 starts when it is due and ends when its own scrapes have (each bounded by the scrape deadline); the loop
-never waits on a pod, so a slow one delays only its own resource's figures. What follows the scrapes
-(windowing, the status patch, the canary's figures, tuning) runs stage by stage, and a stage that fails is
-logged, counted (specinfer_telemetry_failures_total) and reported on that resource alone, once per
-distinct failure, while every other resource goes on.
+never waits on a pod, so a slow one delays only its own resource's figures. The scraping threads are taken
+by resources in turn, a quarter of them at most by one resource's pods (fair.py): a resource whose pods
+all hang holds that quarter until the deadline, and another resource's scrapes start on the rest at once.
+What follows the scrapes (windowing, the status patch, the canary's figures, tuning) runs stage by stage, and
+a stage that fails is logged, counted (specinfer_telemetry_failures_total) and reported on that resource
+alone, once per distinct failure, while every other resource goes on.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -39,6 +41,7 @@ from specinfer_operator.measure.window import Counts, Failure, Figures, History,
 from specinfer_operator.platform import metrics
 from specinfer_operator.platform.kube import Kube
 from specinfer_operator.platform.ownership import Ownership
+from specinfer_operator.telemetry.fair import FairPool, share_of
 from specinfer_operator.telemetry.targets import Key, ScrapeConfig, Target, Watched, target_of
 from specinfer_operator.telemetry.writes import Writes
 from specinfer_operator.tuning.recommendation import MAX_SCHEDULE_BATCH
@@ -67,7 +70,7 @@ class Round:
 
 
 class Telemetry:
-    """One loop for every resource, on a bounded pool of scraping threads."""
+    """One loop for every resource, on a bounded pool of scraping threads shared fairly (fair.py)."""
 
     def __init__(
         self,
@@ -93,7 +96,7 @@ class Telemetry:
         self._ended: deque[Round] = deque()  # whose scrapes have all ended: to conclude
         self._wake = threading.Event()  # set when a round ends
         self._guard = threading.Lock()
-        self._pool = ThreadPoolExecutor(config.concurrency, "scrape")
+        self._pool: FairPool[Key] = FairPool(config.concurrency, share_of(config.concurrency), "scrape")
         self._stop = threading.Event()
 
     def start(self) -> None:
@@ -219,7 +222,7 @@ class Telemetry:
                     self._wake.set()
         for new in due:
             for target in new.stable + new.trial:
-                scraping = self._pool.submit(self._scrape, new.key, new.watched.uid, target)
+                scraping = self._pool.submit(new.key, functools.partial(self._scrape, new.key, new.watched.uid, target))
                 new.scrapes[target] = scraping
                 scraping.add_done_callback(functools.partial(self._scraped, new))
 
