@@ -177,7 +177,7 @@ def test_bind_addresses(text: str, bind: tuple[str, int] | None) -> None:
 
 @pytest.mark.parametrize("text", ["8080", "example.com:80", "127.0.0.1:0", "127.0.0.1:99999", ":x"])
 def test_bind_addresses_refused(text: str) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"host:port|does not appear"):
         parse_bind(text)
 
 
