@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import cast
 
 # The exceptions a client can cause by what it sends or by going away; each ends its connection, nothing more.
 CLIENT_ERRORS = (TimeoutError, ConnectionError, ssl.SSLError, asyncio.IncompleteReadError, asyncio.LimitOverrunError)
@@ -50,7 +51,7 @@ class Response:
         return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + self.body
 
 
-Handler = Callable[[Request], Awaitable[Response]]
+Handler = Callable[[Request], Coroutine[None, None, Response]]
 
 
 def parse_head(head: bytes) -> Request | None:
@@ -121,7 +122,7 @@ class Server:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.tls is not None:
             # Before the first await: else the client's hello lands in the plain reader, lost to start_tls.
-            writer.transport.pause_reading()
+            cast(asyncio.Transport, writer.transport).pause_reading()
         peer = str((writer.get_extra_info("peername") or ("",))[0])
         if self.active >= self.limits.connections or self.peers.get(peer, 0) >= self.limits.per_peer:
             writer.transport.abort()
