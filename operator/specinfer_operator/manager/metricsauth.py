@@ -8,6 +8,7 @@ for `ttl` seconds, at most `size` of them, keyed by a hash of the token so that 
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -16,6 +17,7 @@ from collections.abc import Callable
 import urllib3
 from kubernetes import client
 
+log = logging.getLogger(__name__)
 Review = Callable[[str], int]
 CACHED = (200, 401, 403)  # a failed review (500) is asked again next time
 
@@ -75,7 +77,8 @@ def kube_review(api: client.ApiClient, path: str = "/metrics", timeout: float = 
                 ),
                 _request_timeout=timeout,
             )
-        except (client.ApiException, urllib3.exceptions.HTTPError, OSError):
+        except (client.ApiException, urllib3.exceptions.HTTPError, OSError) as error:
+            log.warning("could not review a /metrics token: %s", str(error)[:200])
             return 500
         return 200 if access.status and access.status.allowed else 403
 
