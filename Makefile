@@ -121,9 +121,12 @@ bench-operator: setup
 bench-telemetry: setup
 	$(BIN)/python -m bench.telemetry
 
-## bench-hostile: a telemetry round over 505 pods with 16 of them hostile, against the round without them; then a resource's round beside 48 silent pods of another, against it beside them answering
+## bench-hostile: a telemetry round over 505 pods with 16 of them hostile, against the round without them; then a
+## resource's round beside 48 silent pods of another, against it beside them answering; then the operator's own
+## ports under 10,000 idle connections and 8 flooding clients, against the same run without them
 bench-hostile: setup
 	$(BIN)/python -m bench.hostile
+	$(BIN)/python -m bench.flood
 
 ## bench-scrape-pieces: one scrape of a 4 MiB body dribbled in 32-byte segments, against the body sent at once
 bench-scrape-pieces: setup

@@ -197,7 +197,8 @@ def line(what: str, ours: str, floor: str, target: str) -> None:
 
 def start_operator(metrics_port: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [str(ROOT / ".venv" / "bin" / "specinfer-operator"), "--metrics-port", str(metrics_port),
+        [str(ROOT / ".venv" / "bin" / "specinfer-operator"), "--metrics-bind-address",
+         f"127.0.0.1:{metrics_port}", "--metrics-secure=false",
          "--health-port", str(free_port()), "--log-level", "warning"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -73,7 +73,8 @@ def cpu_seconds(pid: int) -> float:
 
 def operator(metrics_port: int, *flags: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [str(ROOT / ".venv" / "bin" / "specinfer-operator"), "--metrics-port", str(metrics_port),
+        [str(ROOT / ".venv" / "bin" / "specinfer-operator"), "--metrics-bind-address",
+         f"127.0.0.1:{metrics_port}", "--metrics-secure=false",
          "--health-port", "18082", "--log-level", "warning", *flags],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip

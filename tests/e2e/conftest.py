@@ -233,8 +233,11 @@ class Operator:
         self.process = subprocess.Popen(
             [
                 str(ROOT / ".venv" / "bin" / "specinfer-operator"),
-                "--metrics-port",
-                str(self.metrics_port),
+                # Plain HTTP on loopback, as for a sidecar: the suite reads the figures without a token.
+                # test_operator_endpoints.py runs the default, HTTPS with the API server's authorization.
+                "--metrics-bind-address",
+                f"127.0.0.1:{self.metrics_port}",
+                "--metrics-secure=false",
                 "--health-port",
                 str(self.health_port),
                 "--runtime-image",

@@ -69,12 +69,71 @@ def test_network_policies_match_the_pods_they_are_for(cluster: Cluster, namespac
         assert rule["ports"] == [{"protocol": "TCP", "port": engine_port}]
 
 
+def test_metrics_are_https_for_the_reader_and_reachable_from_monitoring_only(cluster: Cluster, namespace: str) -> None:
+    """The ServiceMonitor presents Prometheus' token over HTTPS; the reader role is get on /metrics and no more,
+    bound to the ServiceAccount named; the operator may review tokens; ingress admits monitoring to the metrics
+    port and nobody else beyond the probes."""
+    reader = [
+        "--set",
+        "metrics.reader.serviceAccount.name=prometheus",
+        "--set",
+        "metrics.reader.serviceAccount.namespace=mon",
+    ]
+    values = [*VARIANTS["namespaced-with-monitors"], *reader, "--set", "networkPolicy.enabled=true"]
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in render(cluster, namespace, values)}
+    (endpoint,) = objects[("ServiceMonitor", FULLNAME)]["spec"]["endpoints"]
+    assert (endpoint["scheme"], endpoint["port"], endpoint["tlsConfig"]) == (
+        "https",
+        "metrics",
+        {"insecureSkipVerify": True},
+    )
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    assert objects[("ClusterRole", f"{FULLNAME}-metrics-reader")]["rules"] == [
+        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}
+    ]
+    binding = objects[("ClusterRoleBinding", f"{FULLNAME}-metrics-reader")]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "prometheus", "namespace": "mon"}]
+    assert grants(cluster, namespace, values, "tokenreviews", "subjectaccessreviews") == {
+        ("ClusterRole", "tokenreviews", ("create",)),
+        ("ClusterRole", "subjectaccessreviews", ("create",)),
+    }
+    env = {
+        e["name"]: e.get("value")
+        for e in objects[("Deployment", FULLNAME)]["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert (env["SPECINFER_METRICS_BIND_ADDRESS"], env["SPECINFER_METRICS_SECURE"]) == (":8443", "true")
+    policy = objects[("NetworkPolicy", FULLNAME)]["spec"]
+    assert "Ingress" in policy["policyTypes"]
+    metrics_rule, health_rule = policy["ingress"]
+    assert metrics_rule["ports"] == [{"protocol": "TCP", "port": 8443}]
+    assert metrics_rule["from"][0]["namespaceSelector"]["matchExpressions"][0]["values"] == ["monitoring"]
+    assert health_rule == {"ports": [{"protocol": "TCP", "port": 8081}]}
+
+    plain = {
+        (o["kind"], o["metadata"]["name"]): o
+        for o in render(cluster, namespace, [*values, "--set", "metrics.secure=false"])
+    }
+    assert ("Service", f"{FULLNAME}-metrics") not in plain
+    assert ("ServiceMonitor", FULLNAME) not in plain
+    assert ("ClusterRole", f"{FULLNAME}-metrics-reader") not in plain
+    env = {
+        e["name"]: e.get("value")
+        for e in plain[("Deployment", FULLNAME)]["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["SPECINFER_METRICS_BIND_ADDRESS"] == "127.0.0.1:8443"
+    (plain_policy,) = [
+        o["spec"] for (kind, _), o in plain.items() if kind == "NetworkPolicy" and o["metadata"]["name"] == FULLNAME
+    ]
+    assert plain_policy["ingress"] == [health_rule]
+
+
 def test_no_rule_grants_secrets_or_wildcards(cluster: Cluster, namespace: str) -> None:
     for values in VARIANTS.values():
         for obj in render(cluster, namespace, values):
             for rule in obj.get("rules", []) if obj["kind"] in ("Role", "ClusterRole") else []:
-                assert "secrets" not in rule["resources"], obj["metadata"]["name"]
-                assert "*" not in rule["resources"] + rule["verbs"] + rule["apiGroups"], rule
+                resources, groups = rule.get("resources", []), rule.get("apiGroups", [])
+                assert "secrets" not in resources, obj["metadata"]["name"]
+                assert "*" not in resources + rule["verbs"] + groups + rule.get("nonResourceURLs", []), rule
 
 
 def grants(
@@ -86,7 +145,7 @@ def grants(
         for obj in render(cluster, namespace, values)
         if obj["kind"] in ("Role", "ClusterRole")
         for rule in obj.get("rules", [])
-        for resource in rule["resources"]
+        for resource in rule.get("resources", [])
         if resource in resources
     }
 
@@ -137,7 +196,7 @@ def test_inferencepool_rbac_wherever_the_operator_reconciles(cluster: Cluster, n
             for obj in render(cluster, namespace, values)
             if obj["kind"] in ("Role", "ClusterRole")
             for rule in obj.get("rules", [])
-            if "inference.networking.k8s.io" in rule["apiGroups"]
+            if "inference.networking.k8s.io" in rule.get("apiGroups", [])
             for resource in rule["resources"]
         }
 

@@ -46,7 +46,8 @@ def test_the_operator_image_reconciles_an_example(cluster: Cluster, namespace: s
         ],
     )
     argv = container.argv(
-        *("--namespace", namespace, "--metrics-port", str(metrics), "--health-port", str(health)),
+        *("--namespace", namespace, "--health-port", str(health)),
+        *("--metrics-bind-address", f"127.0.0.1:{metrics}", "--metrics-secure=false"),
         *("--runtime-image", runtime),
     )
     log = (tmp_path / "operator.log").open("wb")

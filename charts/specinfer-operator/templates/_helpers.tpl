@@ -182,3 +182,14 @@ operator's flags, which take seconds. */}}
 {{- end }}
 {{- $seconds }}
 {{- end }}
+
+{{/* Where the operator's /metrics listens: every address over HTTPS, loopback when plain, nowhere when off. */}}
+{{- define "specinfer.metricsBindAddress" -}}
+{{- if not .Values.metrics.enabled -}}
+0
+{{- else if .Values.metrics.secure -}}
+:{{ .Values.metrics.port }}
+{{- else -}}
+127.0.0.1:{{ .Values.metrics.port }}
+{{- end -}}
+{{- end }}

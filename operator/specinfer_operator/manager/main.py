@@ -2,32 +2,38 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
 import socket
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 import kopf
 from kubernetes import client, config
-from prometheus_client import start_http_server
 
 from specinfer_operator.api.timestamps import utc_now
 from specinfer_operator.controller.context import Context, EventSink
 from specinfer_operator.controller.refresh import REFRESH_THREADS, Refreshes
 from specinfer_operator.manager import handlers  # registers the handlers
+from specinfer_operator.manager.endpoints import Endpoints, Health, health_handler, metrics_handler
+from specinfer_operator.manager.metricsauth import Decisions, kube_review
+from specinfer_operator.manager.serving import Limits, Server
 from specinfer_operator.manager.settings import Settings, parse
+from specinfer_operator.manager.tls import server_context
 from specinfer_operator.platform.kube import Kube
 from specinfer_operator.platform.leader import Elector
 from specinfer_operator.render.children import RenderDefaults
 from specinfer_operator.telemetry.loop import Telemetry
 
 log = logging.getLogger("specinfer_operator")
-API_THREADS = 2 + REFRESH_THREADS  # beyond kopf's workers: the telemetry loop, the leader's lease, refreshes
+API_THREADS = 4 + REFRESH_THREADS  # beyond kopf's workers: telemetry, the lease, refreshes, the metrics reviews
+# What the ports' clients may hold (docs/security.md): the kubelet probes from the node's address, one or two at once.
+METRICS_LIMITS = Limits(connections=32, per_peer=8, header_timeout=5.0)
+HEALTH_LIMITS = Limits(connections=32, per_peer=4, header_timeout=2.0)
 
 
 def event_poster(kube: Kube, now: Callable[[], str]) -> EventSink:
@@ -43,26 +49,17 @@ def event_poster(kube: Kube, now: Callable[[], str]) -> EventSink:
     return post
 
 
-@contextmanager
-def standby_health(port: int) -> Iterator[None]:
-    """Answer liveness probes while waiting for the Lease; kopf's endpoint takes the port afterwards."""
-
-    class Standby(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(b"standby\n")
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("0.0.0.0", port), Standby)
-    threading.Thread(target=server.serve_forever, name="standby-health", daemon=True).start()
-    try:
-        yield
-    finally:
-        server.shutdown()
-        server.server_close()
+def endpoints(settings: Settings, api: client.ApiClient, health: Health) -> Endpoints:
+    """The health port, and the metrics port when bound: HTTPS for the tokens the API server allows, or plain
+    HTTP (settings refuses that off loopback)."""
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="endpoints")
+    servers = [Server("", settings.health_port, health_handler(health), HEALTH_LIMITS)]
+    if settings.metrics_bind is not None:
+        host, port = settings.metrics_bind
+        decisions = Decisions(kube_review(api)) if settings.metrics_secure else None
+        tls = server_context(settings.metrics_cert_dir) if settings.metrics_secure else None
+        servers.append(Server(host, port, metrics_handler(decisions, pool), METRICS_LIMITS, tls))
+    return Endpoints(servers, pool)
 
 
 def api_client(connections: int) -> client.ApiClient:
@@ -86,14 +83,14 @@ def run(settings: Settings) -> None:
     )
     logging.getLogger().setLevel(settings.log_level.upper())
     kube = Kube(api_client(handlers.WORKERS + API_THREADS))
-    if settings.metrics_port:
-        start_http_server(settings.metrics_port)
+    health = Health(standby=settings.leader_election)
+    endpoints(settings, kube.api, health).start()
     lost = threading.Event()
     if settings.leader_election:
         identity = f"{socket.gethostname()}_{os.getpid()}"
         elector = Elector(kube, settings.leader_election_namespace, settings.leader_election_id, identity)
-        with standby_health(settings.health_port):
-            elector.acquire()
+        elector.acquire()
+        health.standby = False
 
         def step_down() -> None:
             # SIGTERM takes kopf's graceful path; a threading.Event stop_flag would hang its shutdown.
@@ -113,11 +110,12 @@ def run(settings: Settings) -> None:
     )
     refreshes = Refreshes(ctx)
     telemetry = Telemetry(kube, ctx.lock, settings.scrape, ctx.now, ctx.ownership, refreshes)
+    health.loop = asyncio.new_event_loop()
     kopf.run(
+        loop=health.loop,
         standalone=True,
         clusterwide=not settings.namespaces,
         namespaces=settings.namespaces,
-        liveness_endpoint=f"http://0.0.0.0:{settings.health_port}/healthz",
         memo=kopf.Memo(ctx=ctx, telemetry=telemetry, refreshes=refreshes),
     )
     if lost.is_set():

@@ -8,6 +8,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from specinfer_operator.manager.serving import is_loopback, parse_bind
 from specinfer_operator.render.children import DEFAULT_NPU_RESOURCE, DEFAULT_RUNTIME_IMAGE, DEFAULT_TRAINER_IMAGE
 from specinfer_operator.telemetry.targets import ScrapeConfig
 
@@ -18,7 +19,7 @@ class Settings:
     trainer_image: str
     npu_resource_name: str
     namespaces: tuple[str, ...]
-    metrics_port: int
+    metrics_bind: tuple[str, int] | None
     health_port: int
     log_level: str
     log_format: str
@@ -29,10 +30,20 @@ class Settings:
     leader_worker_set: bool = True
     tenant_policy: str = ""
     keda_prometheus: str = ""
+    metrics_secure: bool = True
+    metrics_cert_dir: str = ""
 
 
 def _env(name: str, default: str) -> str:
     return os.environ.get(name, default)
+
+
+def _flag(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes"):
+        return True
+    if text.lower() in ("0", "false", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
 
 
 def parse(argv: Sequence[str] | None = None) -> Settings:
@@ -65,16 +76,35 @@ def parse(argv: Sequence[str] | None = None) -> Settings:
         "(SPECINFER_NAMESPACES, comma-separated)",
     )
     p.add_argument(
-        "--metrics-port",
-        type=int,
-        default=int(_env("SPECINFER_METRICS_PORT", "8080")),
-        help="Prometheus /metrics port, 0 to disable (SPECINFER_METRICS_PORT)",
+        "--metrics-bind-address",
+        default=_env("SPECINFER_METRICS_BIND_ADDRESS", ":8443"),
+        metavar="HOST:PORT",
+        help="where /metrics listens: :PORT for every address, 127.0.0.1:PORT for a sidecar, 0 for nowhere "
+        "(SPECINFER_METRICS_BIND_ADDRESS)",
+    )
+    p.add_argument(
+        "--metrics-secure",
+        type=_flag,
+        nargs="?",
+        const=True,
+        default=_flag(_env("SPECINFER_METRICS_SECURE", "true")),
+        metavar="BOOL",
+        help="serve /metrics over HTTPS to the bearers of tokens allowed to get the non-resource URL /metrics "
+        "(a TokenReview, then a SubjectAccessReview); false serves plain HTTP to anyone, and is only accepted "
+        "with a loopback --metrics-bind-address (SPECINFER_METRICS_SECURE)",
+    )
+    p.add_argument(
+        "--metrics-cert-dir",
+        default=_env("SPECINFER_METRICS_CERT_DIR", ""),
+        metavar="DIR",
+        help="directory of the metrics port's tls.crt and tls.key (a kubernetes.io/tls Secret); a self-signed "
+        "certificate made at start when unset (SPECINFER_METRICS_CERT_DIR)",
     )
     p.add_argument(
         "--health-port",
         type=int,
         default=int(_env("SPECINFER_HEALTH_PORT", "8081")),
-        help="liveness /healthz port for probes (SPECINFER_HEALTH_PORT)",
+        help="port of /healthz and /readyz for the kubelet's probes, on every address (SPECINFER_HEALTH_PORT)",
     )
     p.add_argument(
         "--log-level",
@@ -157,13 +187,22 @@ def parse(argv: Sequence[str] | None = None) -> Settings:
         p.error("--scrape-interval must be >= 0, --scrape-timeout and --status-refresh > 0, --scrape-concurrency >= 1")
     if args.keda_prometheus and not re.fullmatch(r"https?://[^\s/]+(/\S*)?", args.keda_prometheus):
         p.error(f"--keda-prometheus {args.keda_prometheus!r} is not an http:// or https:// URL")
+    try:
+        metrics_bind = parse_bind(args.metrics_bind_address)
+    except ValueError as error:
+        p.error(f"--metrics-bind-address: {error}")
+    if metrics_bind and not args.metrics_secure and not is_loopback(metrics_bind[0]):
+        p.error(
+            f"--metrics-secure=false serves /metrics to anyone who connects: bind it to loopback (127.0.0.1:PORT), "
+            f"not {args.metrics_bind_address!r}"
+        )
     namespaces = args.namespaces or [n for n in _env("SPECINFER_NAMESPACES", "").split(",") if n]
     return Settings(
         runtime_image=args.runtime_image,
         trainer_image=args.trainer_image,
         npu_resource_name=args.npu_resource_name,
         namespaces=tuple(namespaces),
-        metrics_port=args.metrics_port,
+        metrics_bind=metrics_bind,
         health_port=args.health_port,
         log_level=args.log_level,
         log_format=args.log_format,
@@ -174,4 +213,6 @@ def parse(argv: Sequence[str] | None = None) -> Settings:
         leader_worker_set=args.leader_worker_set,
         tenant_policy=args.tenant_policy,
         keda_prometheus=args.keda_prometheus,
+        metrics_secure=args.metrics_secure,
+        metrics_cert_dir=args.metrics_cert_dir,
     )

@@ -1,4 +1,4 @@
-"""Prometheus metrics of the operator (served by `specinfer-operator --metrics-port`)."""
+"""Prometheus metrics of the operator (served by `specinfer-operator --metrics-bind-address`, manager.endpoints)."""
 
 from __future__ import annotations
 
