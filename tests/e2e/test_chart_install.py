@@ -72,7 +72,7 @@ def test_network_policies_match_the_pods_they_are_for(cluster: Cluster, namespac
 def test_metrics_are_https_for_the_reader_and_reachable_from_monitoring_only(cluster: Cluster, namespace: str) -> None:
     """The ServiceMonitor presents Prometheus' token over HTTPS; the reader role is get on /metrics and no more,
     bound to the ServiceAccount named; the operator may review tokens; ingress admits monitoring to the metrics
-    port and nobody else beyond the probes."""
+    port and nobody else beyond the node's probes."""
     reader = [
         "--set",
         "metrics.reader.serviceAccount.name=prometheus",
@@ -104,10 +104,17 @@ def test_metrics_are_https_for_the_reader_and_reachable_from_monitoring_only(clu
     assert (env["SPECINFER_METRICS_BIND_ADDRESS"], env["SPECINFER_METRICS_SECURE"]) == (":8443", "true")
     policy = objects[("NetworkPolicy", FULLNAME)]["spec"]
     assert "Ingress" in policy["policyTypes"]
-    metrics_rule, health_rule = policy["ingress"]
+    # The health port: no rule, as a NetworkPolicy always lets the pod's node (its kubelet's probes) in.
+    (metrics_rule,) = policy["ingress"]
     assert metrics_rule["ports"] == [{"protocol": "TCP", "port": 8443}]
     assert metrics_rule["from"][0]["namespaceSelector"]["matchExpressions"][0]["values"] == ["monitoring"]
-    assert health_rule == {"ports": [{"protocol": "TCP", "port": 8081}]}
+    peers = [{"ipBlock": {"cidr": "10.0.0.0/8"}}]
+    (wider,) = [
+        o["spec"]
+        for o in render(cluster, namespace, [*values, "--set-json", f"networkPolicy.healthFrom={json.dumps(peers)}"])
+        if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == FULLNAME
+    ]
+    assert wider["ingress"][1] == {"ports": [{"protocol": "TCP", "port": 8081}], "from": peers}
 
     plain = {
         (o["kind"], o["metadata"]["name"]): o
@@ -124,7 +131,7 @@ def test_metrics_are_https_for_the_reader_and_reachable_from_monitoring_only(clu
     (plain_policy,) = [
         o["spec"] for (kind, _), o in plain.items() if kind == "NetworkPolicy" and o["metadata"]["name"] == FULLNAME
     ]
-    assert plain_policy["ingress"] == [health_rule]
+    assert plain_policy["ingress"] == []
 
 
 def test_no_rule_grants_secrets_or_wildcards(cluster: Cluster, namespace: str) -> None:

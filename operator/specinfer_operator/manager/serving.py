@@ -1,9 +1,11 @@
 """A bounded HTTP/1.1 server for the operator's own /metrics and probes.
 
 Anyone who reaches a port may connect to it, so what a connection may cost is bounded here rather than trusted:
-at most `connections` at once (and `per_peer` from one address), the rest closed as soon as they are accepted;
-the TLS handshake and the request head within `header_timeout` and `header_bytes`; one request per connection.
-Every server runs on one event loop in one thread, so connections cost no threads.
+at most `connections` at once (and `per_peer` from one address); the TLS handshake and the request head within
+`header_timeout` and `header_bytes`; one request per connection. When every slot (or the address's share) is
+taken, a new connection takes the slot of the oldest one (of that address) still waiting for its head: idle or
+slow clients cannot keep out the kubelet's probe or Prometheus' scrape, which ask as soon as they connect. Every
+server runs on one event loop in one thread, so connections cost no threads.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import ssl
+from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import cast
@@ -102,6 +105,8 @@ class Server:
     tls: ssl.SSLContext | None = None
     active: int = 0
     peers: dict[str, int] = field(default_factory=dict)
+    # The connections still waiting for their request head, oldest first: the ones a new connection may replace.
+    waiting: OrderedDict[int, tuple[str, asyncio.Task[None]]] = field(default_factory=OrderedDict)
     _server: asyncio.Server | None = None
 
     async def start(self) -> None:
@@ -124,22 +129,41 @@ class Server:
             # Before the first await: else the client's hello lands in the plain reader, lost to start_tls.
             cast(asyncio.Transport, writer.transport).pause_reading()
         peer = str((writer.get_extra_info("peername") or ("",))[0])
-        if self.active >= self.limits.connections or self.peers.get(peer, 0) >= self.limits.per_peer:
+        if not self._make_room(peer):
             writer.transport.abort()
             return
         self.active += 1
         self.peers[peer] = self.peers.get(peer, 0) + 1
+        task = asyncio.current_task()
+        assert task is not None
+        key = id(task)
+        self.waiting[key] = (peer, task)
         try:
             request = await asyncio.wait_for(self._read(reader, writer), self.limits.header_timeout)
+            self.waiting.pop(key, None)
             await asyncio.wait_for(self._reply(request, writer), self.limits.write_timeout)
         except CLIENT_ERRORS:
             pass
         finally:
+            self.waiting.pop(key, None)
             self.active -= 1
             self.peers[peer] -= 1
             if not self.peers[peer]:
                 del self.peers[peer]
             writer.transport.abort()
+
+    def _make_room(self, peer: str) -> bool:
+        """Whether a new connection from `peer` may have a slot: one is free, or the oldest connection still
+        waiting for its head (of `peer` when that address holds its share) gives up its own."""
+        crowded = self.peers.get(peer, 0) >= self.limits.per_peer
+        if not crowded and self.active < self.limits.connections:
+            return True
+        for key, (owner, task) in self.waiting.items():
+            if owner == peer or not crowded:
+                del self.waiting[key]
+                task.cancel()  # as its header timeout would: its slot is counted free when it ends
+                return True
+        return False
 
     async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Request | None:
         """The handshake and the request head: what an idle or slow client could otherwise hold open."""

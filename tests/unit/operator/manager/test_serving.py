@@ -51,49 +51,89 @@ def test_a_request_gets_its_answer_and_the_connection_closes() -> None:
     assert answer.endswith(b"\r\n\r\n/metrics Bearer t")
 
 
-def test_connections_over_the_bound_are_closed_at_once_and_idle_ones_time_out() -> None:
-    """Without the bound every idle connection held a thread; here the first `connections` wait for the header
-    timeout, every later one is closed as soon as it is accepted, and the count returns to zero."""
-    limits = Limits(connections=4, per_peer=100, header_timeout=1.0)
+def test_idle_connections_hold_their_slots_only_until_the_header_timeout() -> None:
+    """Without the bound every idle connection held a thread; here one that sends nothing is closed without a
+    word once the header timeout passes, and its slot comes back."""
 
-    async def main() -> tuple[list[bytes], int, int, int]:
-        server = Server("127.0.0.1", 0, hello, limits)
+    async def main() -> tuple[int, int, bytes]:
+        server = Server("127.0.0.1", 0, hello, Limits(connections=4, per_peer=100, header_timeout=0.5))
         await server.start()
         idle = [await asyncio.open_connection("127.0.0.1", server.bound_port) for _ in range(4)]
         while server.active < 4:
             await asyncio.sleep(0.01)
-        extra = [await get(server.bound_port) for _ in range(20)]
         held = server.active
         answers = await asyncio.gather(*(reader.read() for reader, _ in idle))
         while server.active:
             await asyncio.sleep(0.01)
         after = await get(server.bound_port)
         await server.close()
-        return extra, held, sum(len(a) for a in answers), len(after)
+        return held, sum(len(a) for a in answers), after
 
-    extra, held, idle_answers, after = asyncio.run(main())
-    assert extra == [b""] * 20  # closed without a word
+    held, idle_answers, after = asyncio.run(main())
     assert held == 4
     assert idle_answers == 0  # timed out, nothing sent
-    assert after > 0  # the slots came back
+    assert after.startswith(b"HTTP/1.1 200 OK")  # the slots came back
+
+
+def test_a_client_that_asks_takes_the_slot_of_the_oldest_idle_one() -> None:
+    """Every slot held by connections that never send a head (the header timeout far away): each client that
+    asks is answered, in the slot of the oldest idle connection, which is closed; the count stays bounded."""
+    limits = Limits(connections=4, per_peer=100, header_timeout=60.0)
+
+    async def main() -> tuple[list[bytes], list[int], list[bytes]]:
+        server = Server("127.0.0.1", 0, hello, limits)
+        await server.start()
+        idle = [await asyncio.open_connection("127.0.0.1", server.bound_port) for _ in range(4)]
+        while server.active < 4:
+            await asyncio.sleep(0.01)
+        answers, counts = [], []
+        for _ in range(6):  # each time every slot is held by an idle connection again
+            answers.append(await get(server.bound_port))
+            counts.append(server.active)
+            idle.append(await asyncio.open_connection("127.0.0.1", server.bound_port))
+            while server.active < 4:
+                await asyncio.sleep(0.01)
+        evicted = [await reader.read() for reader, _ in idle[:6]]
+        for _, writer in idle:
+            writer.close()
+        while server.active:
+            await asyncio.sleep(0.01)
+        await server.close()
+        return answers, counts, evicted
+
+    answers, counts, evicted = asyncio.run(main())
+    assert all(a.startswith(b"HTTP/1.1 200 OK") for a in answers), answers
+    assert max(counts) <= 4, counts
+    assert evicted == [b""] * 6  # the six oldest, closed without a word, oldest first
 
 
 def test_one_peer_cannot_take_every_slot() -> None:
-    async def main() -> tuple[int, bytes]:
-        server = Server("127.0.0.1", 0, hello, Limits(connections=10, per_peer=2, header_timeout=5.0))
+    """An address holds at most `per_peer` slots: its newer connection replaces its oldest idle one, and another
+    address's slots are untouched."""
+
+    async def main() -> tuple[int, bytes, bytes]:
+        server = Server("127.0.0.1", 0, hello, Limits(connections=10, per_peer=2, header_timeout=60.0))
         await server.start()
+        other = await asyncio.open_connection("127.0.0.1", server.bound_port, local_addr=("127.0.0.2", 0))
         idle = [await asyncio.open_connection("127.0.0.1", server.bound_port) for _ in range(2)]
-        while server.active < 2:
+        while server.active < 3:
             await asyncio.sleep(0.01)
         third = await get(server.bound_port)
         active = server.active
+        oldest = await idle[0][0].read()
+        other[1].write(b"GET /other HTTP/1.1\r\n\r\n")
+        others = await other[0].read()
         for _, writer in idle:
             writer.close()
         await server.close()
-        return active, third
+        return active, third, oldest + b"|" + others
 
-    active, third = asyncio.run(main())
-    assert (active, third) == (2, b"")
+    active, third, rest = asyncio.run(main())
+    assert third.startswith(b"HTTP/1.1 200 OK")
+    assert active <= 3
+    oldest, others = rest.split(b"|", 1)
+    assert oldest == b""  # the peer's oldest idle connection gave up its slot
+    assert others.endswith(b"/other ")  # the other address kept its own
 
 
 def test_a_head_over_the_size_bound_is_dropped() -> None:
@@ -149,22 +189,29 @@ def test_tls_serves_a_tls_client_and_closes_on_plain_http() -> None:
     assert not plain.startswith(b"HTTP")
 
 
-def test_a_silent_tls_client_counts_against_the_bound_until_its_handshake_times_out() -> None:
-    async def main() -> tuple[int, bytes]:
-        server = Server("127.0.0.1", 0, hello, Limits(connections=1, header_timeout=1.0), server_context(""))
+def test_a_silent_tls_client_holds_a_slot_only_until_a_client_that_asks_needs_it() -> None:
+    """The connection is counted before its handshake: a client that never sends its hello holds a slot, and
+    gives it up to a TLS client that asks; plain HTTP to the TLS port gets no answer."""
+
+    async def main() -> tuple[int, bytes, bytes, bytes]:
+        server = Server("127.0.0.1", 0, hello, Limits(connections=1, header_timeout=60.0), server_context(""))
         await server.start()
-        _, writer = await asyncio.open_connection("127.0.0.1", server.bound_port)
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.bound_port)
         while server.active < 1:
             await asyncio.sleep(0.01)
-        refused = await get(server.bound_port, tls=None)
         held = server.active
-        while server.active:
-            await asyncio.sleep(0.01)
+        plain = await get(server.bound_port, tls=None)
+        answered = await get(server.bound_port, tls=client_tls())
+        silent = await reader.read()
         writer.close()
         await server.close()
-        return held, refused
+        return held, plain, answered, silent
 
-    assert asyncio.run(main()) == (1, b"")
+    held, plain, answered, silent = asyncio.run(main())
+    assert held == 1
+    assert plain == b""
+    assert answered.startswith(b"HTTP/1.1 200 OK")
+    assert silent == b""
 
 
 @pytest.mark.parametrize(

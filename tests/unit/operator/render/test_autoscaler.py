@@ -135,7 +135,8 @@ def test_with_keda_the_resource_gets_a_scaled_object_with_the_same_targets_range
         "metricType": "AverageValue",  # KEDA divides by the engines, as the HPA does
         "metadata": {
             "serverAddress": "http://prometheus.monitoring:9090",
-            "query": 'sum by (namespace, name) (vllm:num_requests_waiting{job="specinfer-engines",namespace="team",name="demo"})',
+            "query": "sum by (namespace, name) "
+            '(vllm:num_requests_waiting{job="specinfer-engines",namespace="team",name="demo"})',
             "threshold": "3",
         },
     }
