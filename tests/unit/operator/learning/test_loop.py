@@ -149,6 +149,7 @@ def test_the_samples_a_rolled_back_generation_learned_from_are_never_trained_on_
     assert ended.status["quarantinedSamples"] == 80
     assert "no later run trains on the 80 prompts it learned from" in ended.events[0][2]
     # The next run reads every sample but those of the window, and keeps gen-1 (in force) but not gen-2.
+    assert RESOURCE.spec.learning is not None
     retained = kept(RESOURCE.spec.learning, ended.status, in_force=1)
     assert retained == Kept(frozenset({1}), ((WINDOW["oldest"], WINDOW["newest"]),))
     run = training_run(RESOURCE, 3, None, since(ended.status, 3), retained)
