@@ -22,8 +22,10 @@ MAX_ANSWER_TOKENS = 1 << 20  # a larger max_tokens is recorded as this (the Job 
 MAX_PATTERNS = 16
 MAX_PATTERN_LENGTH = 256
 # Constructs Python's engine has and RE2 lacks: lookahead and lookbehind, backreferences, conditionals,
-# possessive and atomic groups.
-_NOT_RE2 = re.compile(r"\(\?(?:[=!]|<[=!]|P=|\(|>)|\\[1-9]|\\g<|[*+?}]\+")
+# possessive and atomic groups. The CRD's rule on each pattern (api/learning.py) is this expression too, so that
+# kubectl apply refuses what the operator would.
+NOT_RE2 = r"\(\?(?:[=!]|<[=!]|P=|\(|>)|\\[1-9]|\\g<|[*+?}]\+"
+_NOT_RE2 = re.compile(NOT_RE2)
 
 
 def pattern_problem(pattern: str) -> str | None:

@@ -16,9 +16,9 @@ from pydantic import AfterValidator, Field
 
 from specinfer_operator.api.container import IMAGE_TRIMMED
 from specinfer_operator.api.quantities import Bytes, Cores
-from specinfer_runtime.base import Section, section_field
-from specinfer_runtime.celrules import Rule
-from specinfer_runtime.prompts import MAX_PATTERN_LENGTH, MAX_PATTERNS, pattern_problem
+from specinfer_runtime.base import CelRules, Section, section_field
+from specinfer_runtime.celrules import Rule, cel_string
+from specinfer_runtime.prompts import MAX_PATTERN_LENGTH, MAX_PATTERNS, NOT_RE2, pattern_problem
 
 # What can be learned. An EAGLE-3 head first: speculators trains it and vLLM-Ascend serves it as method eagle3.
 # DFlash and DSpark heads (speculators trains both) and MTP layers could follow, each with its own method.
@@ -35,7 +35,21 @@ def _pattern(value: str) -> str:
     return value
 
 
-RedactionPattern = Annotated[str, Field(min_length=1, max_length=MAX_PATTERN_LENGTH), AfterValidator(_pattern)]
+RedactionPattern = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_PATTERN_LENGTH),
+    AfterValidator(_pattern),
+    CelRules(
+        (
+            Rule(
+                id="learning",
+                rule=f"!self.matches({cel_string(NOT_RE2)})",
+                message="a redaction pattern may not use lookaround, backreferences or atomic groups, which RE2 does "
+                "not support",
+            ),
+        )
+    ),
+]
 
 
 class LearningStorage(Section):
