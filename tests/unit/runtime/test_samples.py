@@ -5,6 +5,7 @@ retention age (the clock is given, so no test waits on it)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import threading
@@ -13,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from prometheus_client import REGISTRY
 
 from specinfer_runtime import samples
+from specinfer_runtime.celrules import evaluate
 from specinfer_runtime.prompts import MASK, Filter, pattern_problem, prompt_of
 from specinfer_runtime.samples import (
     MAX_REQUEST_BYTES,
@@ -27,6 +30,7 @@ from specinfer_runtime.samples import (
     middleware_flags,
     prune,
 )
+from tests.support import ROOT
 
 KEEP = Filter()  # the default: the users' turns, nothing masked
 
@@ -301,3 +305,20 @@ def test_the_recorder_is_installed_only_when_the_operator_asks() -> None:
         {samples.DIR_ENV: "/s", samples.PERCENT_ENV: "5", samples.MAX_BYTES_ENV: "1Gi", samples.POD_ENV: "p-1"}
     )
     assert (parsed.percent, parsed.max_bytes, parsed.pod) == (5, 1 << 30, "p-1")
+
+
+@functools.cache
+def redact_rule() -> str:
+    """The CRD's rule on each sampling.redact item."""
+    documents = yaml.safe_load_all((ROOT / "crds" / "speculativeinference.yaml").read_text())
+    crd = next(d for d in documents if d and d["spec"]["names"]["kind"] == "SpeculativeInference")
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    item = spec["properties"]["learning"]["properties"]["sampling"]["properties"]["redact"]["items"]
+    (rule,) = item["x-kubernetes-validations"]
+    return str(rule["rule"])
+
+
+@pytest.mark.parametrize("pattern", ["(?=secret)\\w+", "(?<!x)y", "(a)\\1", "(?P<n>a)(?P=n)", "a++", "sk-[a-z]+"])
+def test_kubectl_apply_refuses_what_the_operator_refuses(pattern: str) -> None:
+    """The CRD's rule on each redaction pattern, evaluated as CEL, agrees with the operator's check."""
+    assert (evaluate(redact_rule(), pattern) is False) == (pattern_problem(pattern) is not None)
