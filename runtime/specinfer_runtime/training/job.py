@@ -215,6 +215,15 @@ def _publish(draft: Any, output: Path, result: dict[str, Any]) -> None:
     os.replace(partial, output)
 
 
+def failure_line(error: Exception) -> str:
+    """What the termination log says of a failure, which the operator copies into status and events: this
+    module's own words, or an OSError's (a path, a full volume), but never another library's ValueError, which
+    may quote what it was given, a recorded prompt (the pod's log has it all)."""
+    if isinstance(error, RunError | OSError) and str(error):
+        return str(error).splitlines()[0]
+    return f"{type(error).__name__} while training: see the training pod's log"
+
+
 def main(args: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="specinfer-train", description="Train the next draft of spec.learning.")
     parser.add_argument("--config", required=True, help="the run, as JSON (the operator renders it)")
@@ -236,8 +245,8 @@ def main(args: Sequence[str] | None = None) -> None:
         line = json.dumps(done, separators=(",", ":"))
         code = 0
     except (RunError, ValueError, OSError) as error:
-        line, code = str(error).splitlines()[0] if str(error) else type(error).__name__, 1
-        log.error("%s", line)
+        log.exception("the run failed")
+        line, code = failure_line(error), 1
     with contextlib.suppress(OSError):
         Path(ns.termination_log).write_text(line[:MAX_MESSAGE] + "\n")
     if code:

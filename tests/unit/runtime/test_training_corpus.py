@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from specinfer_runtime.training.corpus import Prompt, recorded, select
-from specinfer_runtime.training.job import main
+from specinfer_runtime.training.job import RunError, failure_line, main
 
 NOW = 1_000_000.0
 
@@ -78,3 +78,14 @@ def test_an_invalid_run_is_one_line_in_the_termination_log(tmp_path: Path) -> No
     assert said.startswith("invalid run: ")
     assert "generation: Invalid value: 0" in said
     assert said.count("\n") == 1
+
+
+def test_a_library_error_quoting_a_prompt_never_reaches_the_termination_log() -> None:
+    prompt = "my card is 4111 1111 1111 1111"
+    said = failure_line(ValueError(f"Input {prompt!r} is not valid"))
+    assert prompt not in said
+    assert said == "ValueError while training: see the training pod's log"
+    assert (
+        failure_line(RunError("no prompt recorded since the last run\nmore")) == "no prompt recorded since the last run"
+    )
+    assert failure_line(OSError(28, "No space left on device")) == "[Errno 28] No space left on device"
