@@ -4,9 +4,10 @@ with what its redaction patterns match masked before anything is written.
 Prompts are the tenant's data. The recorder keeps the least a draft learns from: by default the user's turns
 only (sampling.roles), never the answer, and a platform or tenant can mask what must never reach the claim (a
 credential pattern, an account number) with sampling.redact. The patterns are checked at admission
-(`pattern_problem`) to the subset of regular expressions RE2 shares with Python's engine: no lookaround and no
-backreference, so a pattern means the same wherever it is read; they run in the engine's writer thread, off
-the request's path, on bodies of at most MAX_REQUEST_BYTES.
+(`pattern_problem`) to the subset of regular expressions RE2 shares with Python's engine (no lookaround, no
+backreference), so a pattern means the same wherever it is read, and without a repeated group that repeats
+within, the common shape of patterns that backtrack without bound; they run in the engine's writer thread, off
+the request's path, on bodies of at most 256 KiB.
 """
 
 from __future__ import annotations
@@ -21,20 +22,27 @@ MASK = "[redacted]"
 MAX_ANSWER_TOKENS = 1 << 20  # a larger max_tokens is recorded as this (the Job caps answers far lower)
 MAX_PATTERNS = 16
 MAX_PATTERN_LENGTH = 256
-# Constructs Python's engine has and RE2 lacks: lookahead and lookbehind, backreferences, conditionals,
-# possessive and atomic groups. The CRD's rule on each pattern (api/learning.py) is this expression too, so that
-# kubectl apply refuses what the operator would.
-NOT_RE2 = r"\(\?(?:[=!]|<[=!]|P=|\(|>)|\\[1-9]|\\g<|[*+?}]\+"
-_NOT_RE2 = re.compile(NOT_RE2)
+# What a redaction pattern may not use: the constructs Python's engine has and RE2 lacks (lookahead and lookbehind,
+# backreferences, conditionals, possessive and atomic groups), and a repeated group that repeats within, as in
+# (a+)+, which backtracks exponentially in Python's engine (it holds the engine server's GIL while it matches). The
+# CRD's rule on each pattern (api/learning.py) is this expression too, so kubectl apply refuses what the operator
+# would.
+_NOT_RE2 = r"\(\?(?:[=!]|<[=!]|P=|\(|>)|\\[1-9]|\\g<|[*+?}]\+"
+_NESTED = r"\((?:\\.|[^()\\])*(?:[*+]|\{[0-9,]*\})(?:\\.|[^()\\])*\)(?:[*+]|\{)"
+REFUSED = f"{_NOT_RE2}|{_NESTED}"
+_REFUSED = re.compile(REFUSED)
 
 
 def pattern_problem(pattern: str) -> str | None:
     """Why `pattern` cannot be a redaction pattern (None when it can): it must compile, and stay within RE2."""
     if len(pattern) > MAX_PATTERN_LENGTH:
         return f"is {len(pattern)} characters long, more than {MAX_PATTERN_LENGTH}"
-    found = _NOT_RE2.search(pattern)
+    found = _REFUSED.search(pattern)
     if found is not None:
-        return f"uses {found.group()!r} (lookaround, backreference or atomic group), which RE2 does not support"
+        return (
+            f"uses {found.group()!r}: lookaround, backreferences and atomic groups (which RE2 does not support) and "
+            "repeated groups that repeat within (which backtrack without bound) are refused"
+        )
     try:
         re.compile(pattern)
     except re.error as error:

@@ -18,7 +18,7 @@ from specinfer_operator.api.container import IMAGE_TRIMMED
 from specinfer_operator.api.quantities import Bytes, Cores
 from specinfer_runtime.base import CelRules, Section, section_field
 from specinfer_runtime.celrules import Rule, cel_string
-from specinfer_runtime.prompts import MAX_PATTERN_LENGTH, MAX_PATTERNS, NOT_RE2, pattern_problem
+from specinfer_runtime.prompts import MAX_PATTERN_LENGTH, MAX_PATTERNS, REFUSED, pattern_problem
 
 # What can be learned. An EAGLE-3 head first: speculators trains it and vLLM-Ascend serves it as method eagle3.
 # DFlash and DSpark heads (speculators trains both) and MTP layers could follow, each with its own method.
@@ -43,9 +43,9 @@ RedactionPattern = Annotated[
         (
             Rule(
                 id="learning",
-                rule=f"!self.matches({cel_string(NOT_RE2)})",
-                message="a redaction pattern may not use lookaround, backreferences or atomic groups, which RE2 does "
-                "not support",
+                rule=f"!self.matches({cel_string(REFUSED)})",
+                message="a redaction pattern may not use lookaround, backreferences or atomic groups (which RE2 does "
+                "not support), nor a repeated group that repeats within (which backtracks without bound)",
             ),
         )
     ),
@@ -114,7 +114,8 @@ class SamplingSettings(Section):
     redact: list[RedactionPattern] | None = Field(
         default=None,
         max_length=MAX_PATTERNS,
-        description="Regular expressions (RE2 syntax: no lookaround or backreference) whose matches are replaced by "
+        description="Regular expressions (RE2 syntax: no lookaround or backreference; no repeated group that repeats "
+        "within, as (a+)+) whose matches are replaced by "
         "[redacted] before a sample is written: credentials, account numbers. With any, prompts sent as token ids "
         "are not recorded (they cannot be scanned).",
     )

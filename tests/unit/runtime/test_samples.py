@@ -215,6 +215,8 @@ def test_what_the_redaction_patterns_match_never_reaches_the_claim(tmp_path: Pat
         ("(?<!x)y", "RE2 does not support"),
         ("(a)\\1", "RE2 does not support"),
         ("(unclosed", "not a regular expression"),
+        ("(a+)+$", "backtrack without bound"),
+        ("(\\w+\\s?)*@", "backtrack without bound"),
         ("a" * 257, "more than 256"),
     ],
 )
@@ -318,7 +320,9 @@ def redact_rule() -> str:
     return str(rule["rule"])
 
 
-@pytest.mark.parametrize("pattern", ["(?=secret)\\w+", "(?<!x)y", "(a)\\1", "(?P<n>a)(?P=n)", "a++", "sk-[a-z]+"])
+@pytest.mark.parametrize(
+    "pattern", ["(?=secret)\\w+", "(?<!x)y", "(a)\\1", "(?P<n>a)(?P=n)", "a++", "(a+)+$", "(ab){2}", "sk-[a-z]+"]
+)
 def test_kubectl_apply_refuses_what_the_operator_refuses(pattern: str) -> None:
     """The CRD's rule on each redaction pattern, evaluated as CEL, agrees with the operator's check."""
     assert (evaluate(redact_rule(), pattern) is False) == (pattern_problem(pattern) is not None)
