@@ -19,6 +19,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import logging
 import os
 import queue
 import threading
@@ -30,7 +31,7 @@ from typing import Any
 
 from prometheus_client import Counter
 
-from specinfer_runtime.prompts import Filter, prompt_of
+from specinfer_runtime.prompts import MAX_PATTERNS, Filter, pattern_problem, prompt_of
 from specinfer_runtime.quantity import parse
 
 # The environment the operator sets on the engine container when spec.learning is on.
@@ -58,6 +59,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+log = logging.getLogger(__name__)
 RECORDED = Counter("specinfer_samples_recorded", "Prompts recorded for drafts that learn from served traffic.")
 RECORDED_BYTES = Counter("specinfer_samples_recorded_bytes", "Bytes of the prompts recorded.")
 DROPPED = Counter(
@@ -82,25 +84,29 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
         size = parse(env.get(MAX_BYTES_ENV, "0")) or 0
+        patterns = _patterns(env)
+        if patterns is None:  # what must be masked cannot be: nothing is recorded (serving goes on)
+            log.warning("%s is not a list of patterns this recorder can apply: recording nothing", REDACT_ENV)
         return cls(
             directory=Path(env[DIR_ENV]),
-            percent=max(0, min(100, int(env.get(PERCENT_ENV, "0")))),
+            percent=0 if patterns is None else max(0, min(100, int(env.get(PERCENT_ENV, "0")))),
             max_bytes=int(size),
             retention_seconds=float(env.get(RETENTION_ENV, "604800")),
             pod=Path(env.get(POD_ENV, "") or "engine").name,
-            keep=Filter(frozenset(r for r in env.get(ROLES_ENV, "user").split(",") if r), _patterns(env)),
+            keep=Filter(frozenset(r for r in env.get(ROLES_ENV, "user").split(",") if r), patterns or ()),
         )
 
 
-def _patterns(env: Mapping[str, str]) -> list[str]:
+def _patterns(env: Mapping[str, str]) -> list[str] | None:
+    """The redaction patterns; None unless every one can be applied (the operator writes a list it checked)."""
     try:
         found = json.loads(env.get(REDACT_ENV, "[]"))
     except ValueError:
-        found = None
-    if not isinstance(found, list) or not all(isinstance(p, str) for p in found):
-        # The operator writes a list it validated: anything else is not recorded around, it stops the recorder.
-        raise ValueError(f"{REDACT_ENV} is not a JSON list of regular expressions")
-    return found
+        return None
+    if not isinstance(found, list) or len(found) > MAX_PATTERNS:
+        return None
+    good = all(isinstance(p, str) and pattern_problem(p) is None for p in found)
+    return found if good else None
 
 
 def middleware_flags(env: Mapping[str, str]) -> list[str]:

@@ -235,8 +235,13 @@ def test_the_patterns_and_roles_come_from_the_operator() -> None:
     assert parsed.keep.roles == {"user", "system"}
     assert parsed.keep.masked("key sk-abc") == f"key {MASK}"
     assert Settings.from_env({samples.DIR_ENV: "/s"}).keep.roles == {"user"}
-    with pytest.raises(ValueError, match="JSON list"):
-        Settings.from_env({**env, samples.REDACT_ENV: '{"a": 1}'})
+    assert parsed.percent == 0  # PERCENT_ENV unset
+    env[samples.PERCENT_ENV] = "5"
+    assert Settings.from_env(env).percent == 5
+    # What must be masked and cannot be: nothing is recorded at all, rather than unmasked prompts.
+    for unusable in ('{"a": 1}', "not json", json.dumps(["(?=a)b"]), json.dumps(["sk"] * 17), json.dumps([1])):
+        refused = Settings.from_env({**env, samples.REDACT_ENV: unusable})
+        assert refused.percent == 0, unusable
 
 
 def test_the_store_keeps_its_byte_cap_and_rotates_its_files(tmp_path: Path) -> None:
