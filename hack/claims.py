@@ -24,12 +24,14 @@ def claim_of(pod: dict[str, Any], volume: str) -> str | None:
 
 
 def mounted(pod: dict[str, Any], volume: str, workdir: Path) -> Path | None:
-    """The directory the engine container sees at its mount of `volume` (a claim's, with its subPath)."""
+    """The directory the engine container sees at its mount of `volume` (a claim's, with its subPath, or its
+    subPathExpr with the pod's name as the kubelet expands it)."""
     claim = claim_of(pod, volume)
     mount = next((m for m in pod["spec"]["containers"][0].get("volumeMounts", []) if m["name"] == volume), None)
     if claim is None or mount is None:
         return None
-    where: Path = claim_directory(workdir, claim) / str(mount.get("subPath", ""))
+    expanded = str(mount.get("subPathExpr", "")).replace(f"$({samples.POD_ENV})", pod["metadata"]["name"])
+    where: Path = claim_directory(workdir, claim) / str(mount.get("subPath", expanded))
     where.mkdir(parents=True, exist_ok=True)
     return where
 

@@ -2,7 +2,8 @@
 
 kwok leaves spec.learning's training pods Running (hack/kwok-stages.yaml); this harness runs what their
 container would: `specinfer-train` with the pod's own run, the claim's directory where the pod mounts the claim
-(the directory the engines behind the resource's pods record into: hack/podengine.py). When images/build has
+(the directory the engines behind the resource's pods record into: hack/podengine.py), after its init container's
+retention step (`--prune`, with this repository's runtime). When images/build has
 built the trainer image (SPECINFER_BUILT_TRAINER_IMAGE) the run is the image's, as the pod's container; else the
 engine venv's Python with this repository's runtime. Then it writes how the run ended into the pod's status, as
 the kubelet would (its phase, the container's exit code and termination message), and the Job controller
@@ -73,6 +74,8 @@ class Trainers:
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         container = None
         command, env = self.command(pod, termination)
+        with (self.workdir / f"{name}.log").open("ab") as log:  # the init container: retention, on the whole claim
+            subprocess.run([*command, "--prune"], env=env, stdout=log, stderr=subprocess.STDOUT, check=True)
         if TRAINER_IMAGE in os.environ:  # the trainer image, as the pod's container: the claim where the pod mounts it
             claim = claim_of(pod, LEARNING_VOLUME)
             assert claim is not None

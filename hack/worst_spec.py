@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from specinfer_operator.api.crd import openapi_schema
+from specinfer_operator.api.policy import TenantPolicySpec
 from specinfer_runtime.methods import METHOD_NAMES
 from specinfer_runtime.passthrough import (
     ASCEND_ADDITIONAL_KEYS,
@@ -32,6 +33,8 @@ Shape = Literal["long", "dense"]
 STORED_BYTES = 1536 * 1024
 # What the spec may take of it: the rest is metadata, and managedFields list every map key and list entry.
 SPEC_BYTES = 1024 * 1024
+# The chart's default tenant policy, with learning opted in: the worst spec learns, which a platform allows.
+POLICY = TenantPolicySpec(learning_allowed=True)
 DENSE_LENGTH = 8  # strings of the dense shape: long enough to be distinct
 OMIT = object()
 

@@ -5,11 +5,13 @@ extra hop, process or copy of the response: it sees a sampled request's body as 
 it to a writer thread through a bounded queue. Nothing a request waits for touches the disk, parses JSON or
 takes a lock the writer holds; when the queue is full the sample is dropped and counted, never waited for.
 
-Only the prompt is kept (chat messages, or a completion prompt) with the answer length asked for: the training
-Job has the target write its own answer again, with the hidden states it computes on the way
-(self-distillation), so the response stream is never read. Samples land in `<dir>/<pod>/<time>-<n>.jsonl`, one
-JSON object a line, written as `.part` and renamed when complete; the store as a whole is capped in bytes and
-each file is removed at the retention age.
+Only the prompt is kept (the recorded chat roles, or a completion prompt, masked: prompts.py) with the answer
+length asked for: the training Job has the target write its own answer again, with the hidden states it
+computes on the way (self-distillation), so the response stream is never read. Each engine mounts only its own
+directory of the claim (`samples/<pod>/`, a subPathExpr of its name): it appends `<time>-<n>.jsonl` files there,
+one JSON object a line, written as `.part` and renamed when complete, and never sees another pod's. Its
+directory is capped in bytes and each file is removed at the retention age; the training Job's first step
+prunes every pod's (training/retention.py).
 """
 
 from __future__ import annotations
@@ -17,17 +19,19 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import logging
 import os
 import queue
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from prometheus_client import Counter
 
+from specinfer_runtime.prompts import MAX_PATTERNS, Filter, pattern_problem, prompt_of
 from specinfer_runtime.quantity import parse
 
 # The environment the operator sets on the engine container when spec.learning is on.
@@ -36,8 +40,10 @@ PERCENT_ENV = "SPECINFER_SAMPLES_PERCENT"
 MAX_BYTES_ENV = "SPECINFER_SAMPLES_MAX_BYTES"
 RETENTION_ENV = "SPECINFER_SAMPLES_RETENTION_SECONDS"
 POD_ENV = "SPECINFER_POD_NAME"
+ROLES_ENV = "SPECINFER_SAMPLES_ROLES"  # comma-separated chat roles
+REDACT_ENV = "SPECINFER_SAMPLES_REDACT"  # a JSON list of regular expressions
 MIDDLEWARE = "specinfer_runtime.samples.SampleRecorder"
-SAMPLES_PATH = "/var/lib/specinfer/samples"  # where the operator mounts the claim's samples/ in the engine
+SAMPLES_PATH = "/var/lib/specinfer/samples"  # where the operator mounts the pod's own samples/<pod>/ in the engine
 
 RECORDED_PATHS = {"/v1/chat/completions": "chat", "/v1/completions": "completion"}
 MAX_REQUEST_BYTES = 256 * 1024  # a larger body is not recorded (its prompt is longer than any head trains on)
@@ -46,7 +52,6 @@ FILE_RECORDS = 256  # a file is complete after this many samples, or ROTATE_SECO
 ROTATE_SECONDS = 30.0
 SCAN_SECONDS = 60.0  # how often the store's size is measured again and old files removed
 MAX_FILES = 100_000  # files looked at in one scan: a store this size is full whatever its bytes
-MAX_ANSWER_TOKENS = 1 << 20  # a larger max_tokens is recorded as this (the Job caps answers far lower)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -54,6 +59,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+log = logging.getLogger(__name__)
 RECORDED = Counter("specinfer_samples_recorded", "Prompts recorded for drafts that learn from served traffic.")
 RECORDED_BYTES = Counter("specinfer_samples_recorded_bytes", "Bytes of the prompts recorded.")
 DROPPED = Counter(
@@ -73,17 +79,34 @@ class Settings:
     max_bytes: int
     retention_seconds: float
     pod: str
+    keep: Filter = field(default_factory=Filter)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
         size = parse(env.get(MAX_BYTES_ENV, "0")) or 0
+        patterns = _patterns(env)
+        if patterns is None:  # what must be masked cannot be: nothing is recorded (serving goes on)
+            log.warning("%s is not a list of patterns this recorder can apply: recording nothing", REDACT_ENV)
         return cls(
             directory=Path(env[DIR_ENV]),
-            percent=max(0, min(100, int(env.get(PERCENT_ENV, "0")))),
+            percent=0 if patterns is None else max(0, min(100, int(env.get(PERCENT_ENV, "0")))),
             max_bytes=int(size),
             retention_seconds=float(env.get(RETENTION_ENV, "604800")),
             pod=Path(env.get(POD_ENV, "") or "engine").name,
+            keep=Filter(frozenset(r for r in env.get(ROLES_ENV, "user").split(",") if r), patterns or ()),
         )
+
+
+def _patterns(env: Mapping[str, str]) -> list[str] | None:
+    """The redaction patterns; None unless every one can be applied (the operator writes a list it checked)."""
+    try:
+        found = json.loads(env.get(REDACT_ENV, "[]"))
+    except ValueError:
+        return None
+    if not isinstance(found, list) or len(found) > MAX_PATTERNS:
+        return None
+    good = all(isinstance(p, str) and pattern_problem(p) is None for p in found)
+    return found if good else None
 
 
 def middleware_flags(env: Mapping[str, str]) -> list[str]:
@@ -103,77 +126,38 @@ class Share:
         return (self.seen * self.percent) // 100 > (before * self.percent) // 100
 
 
-def prompt_of(kind: str, body: bytes) -> dict[str, Any] | None:
-    """The sample a request body holds: chat messages as role and text, or a completion prompt, and the
-    answer's length the client asked for (the training Job has the target answer as it was asked to); None
-    for anything else (the body is the client's: any shape, any depth)."""
-    try:
-        request = json.loads(body)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(request, dict):
-        return None
-    found = _prompt(kind, request)
-    if found is None:
-        return None
-    limit = next((request[k] for k in ("max_completion_tokens", "max_tokens") if request.get(k) is not None), None)
-    if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
-        found["maxTokens"] = min(limit, MAX_ANSWER_TOKENS)
-    return found
+def own_files(directory: Path) -> Iterator[os.DirEntry[str]]:
+    """Sample files of one pod's directory, complete (.jsonl) or being written (.part), at most MAX_FILES."""
+    with contextlib.suppress(OSError), os.scandir(directory) as entries:
+        for seen, entry in enumerate(e for e in entries if _sample_file(e)):
+            if seen >= MAX_FILES:
+                return
+            yield entry
 
 
-def _prompt(kind: str, request: dict[str, Any]) -> dict[str, Any] | None:
-    if kind == "chat":
-        messages = request.get("messages")
-        if not isinstance(messages, list) or not messages:
-            return None
-        kept = [m for m in (_message(m) for m in messages) if m is not None]
-        return {"messages": kept} if len(kept) == len(messages) else None
-    prompt = request.get("prompt")
-    if isinstance(prompt, str) and prompt:
-        return {"prompt": prompt}
-    if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-        return {"promptTokenIds": prompt}
-    return None
-
-
-def _message(message: Any) -> dict[str, str] | None:
-    """A chat message as role and text: text parts joined, a message with other parts (images) refused."""
-    if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-        return None
-    content = message.get("content")
-    if isinstance(content, list):
-        texts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
-        if len(texts) != len(content) or not all(isinstance(t, str) for t in texts):
-            return None
-        content = "".join(t for t in texts if isinstance(t, str))
-    if not isinstance(content, str):
-        return None
-    return {"role": message["role"], "content": content}
+def _sample_file(entry: os.DirEntry[str]) -> bool:
+    return entry.name.endswith((".jsonl", ".part")) and entry.is_file(follow_symlinks=False)
 
 
 def files(directory: Path) -> Iterator[os.DirEntry[str]]:
-    """Sample files under `directory` (one level of pod directories), complete (.jsonl) or being written
-    (.part), at most MAX_FILES."""
+    """Sample files of every pod's directory under `directory` (the claim's samples/), at most MAX_FILES."""
     seen = 0
     with contextlib.suppress(OSError), os.scandir(directory) as pods:
         for pod in pods:
             if not pod.is_dir(follow_symlinks=False):
                 continue
-            with contextlib.suppress(OSError), os.scandir(pod.path) as entries:
-                for entry in entries:
-                    if entry.name.endswith((".jsonl", ".part")) and entry.is_file(follow_symlinks=False):
-                        yield entry
-                        seen += 1
-                        if seen >= MAX_FILES:
-                            return
+            for entry in own_files(Path(pod.path)):
+                yield entry
+                seen += 1
+                if seen >= MAX_FILES:
+                    return
 
 
 def prune(directory: Path, retention_seconds: float, now: float) -> int:
-    """Remove the files past the retention age (a pod that died writing leaves a .part: it goes too); the
+    """Remove this pod's files past the retention age (a .part left by a pod that died writing goes too); the
     bytes of those left."""
     kept = 0
-    for entry in files(directory):
+    for entry in own_files(directory):
         with contextlib.suppress(OSError):
             stat = entry.stat(follow_symlinks=False)
             if now - stat.st_mtime > retention_seconds:
@@ -189,7 +173,7 @@ class Store:
     def __init__(self, settings: Settings, clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
         self.clock = clock
-        self.own = settings.directory / settings.pod
+        self.own = settings.directory
         self.part: Path | None = None
         self.records = 0
         self.opened = 0.0
@@ -217,7 +201,7 @@ class Store:
             self.complete()
 
     def maintain(self, now: float) -> None:
-        """Rotate an old file; measure the store again and prune it every SCAN_SECONDS (other pods write too)."""
+        """Rotate an old file; measure the directory again and prune it every SCAN_SECONDS."""
         if self.part is not None and now - self.opened >= ROTATE_SECONDS:
             self.complete()
         if now - self.scanned >= SCAN_SECONDS:
@@ -258,7 +242,7 @@ class Writer:
                 self.store.complete()
                 return
             kind, body = item
-            sample = prompt_of(kind, body)
+            sample = prompt_of(kind, body, self.store.settings.keep)
             if sample is None:
                 DROPPED.labels("unusable").inc()
                 continue

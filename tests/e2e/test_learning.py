@@ -6,11 +6,16 @@ client sends the corpus' first 70 % as traffic; the engines record it on the res
 test behind a bound PersistentVolume), the operator starts a training Job once enough was recorded, the harness
 runs specinfer-train behind the Job's pod (hack/podtrainer.py), and the trained generation goes to its canary,
 which sees prompts from the corpus' last 30 %, never trained on, and promotes it. A second resource, whose draft
-already serves well, records only junk: the generation trained on it is rolled back by its canary.
+already serves well, records only junk: the generation trained on it is rolled back by its canary, the junk is
+quarantined, and the next run trains on what was recorded after it alone.
+
+Learning is off in the default tenant policy (served prompts are the tenant's data): these tests run an operator
+of their namespace under a policy that opts in.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import string
 from collections.abc import Iterator
@@ -27,6 +32,7 @@ from hack.learnmodel import PROMPT_CHARACTERS, TRAFFIC, LearningModels, prompts
 from hack.podengine import Fleet, PodEngine
 from hack.podtrainer import Trainers
 from specinfer_operator.measure.window import Counts
+from tests.e2e.conftest import Operator
 from tests.e2e.test_acceptance import engine_counts
 from tests.e2e.test_operator import apply, resource, wait_ready
 from tests.e2e.test_rollback import events
@@ -49,6 +55,32 @@ def env(
     """The engines' environment with the learning target's model cache (engine_env marks the test as one with a
     real engine behind its pods)."""
     return environment(engine_venv, learning_models.hf_home, tmp_path / "engine")
+
+
+@pytest.fixture
+def learning_operator(cluster: Cluster, namespace: str, tmp_path: Path, no_shared_operator: None) -> Iterator[Operator]:
+    """An operator of this namespace under a tenant policy that allows learning, which the default refuses."""
+    name = f"{namespace}-learning"
+    policy = {
+        "apiVersion": "specinfer.io/v1alpha1",
+        "kind": "SpeculativeInferencePolicy",
+        "metadata": {"name": name},
+        "spec": {"learningAllowed": True},
+    }
+    cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(policy))
+    handle = Operator(cluster.kubeconfig, tmp_path / "operator", "--namespace", namespace, "--tenant-policy", name)
+    handle.start()
+    try:
+        yield handle
+    finally:
+        handle.stop()
+        cluster.kubectl("delete", "speculativeinferencepolicy", name, "--wait=false", check=False)
+
+
+def recorded_times(claim: Path) -> list[int]:
+    """When each sample on the claim was recorded, every pod's."""
+    lines = (line for path in (claim / "samples").glob("*/*") for line in path.read_text().splitlines())
+    return [json.loads(line)["time"] for line in lines if line.strip()]
 
 
 def body(models: LearningModels, draft: str) -> dict[str, Any]:
@@ -114,7 +146,7 @@ def in_force(cluster: Cluster, namespace: str, draft: str) -> dict[str, Any] | N
     return obj if (obj["status"].get("learning") or {}).get("draft") == draft else None
 
 
-@pytest.mark.usefixtures("operator", "claim_volume")
+@pytest.mark.usefixtures("learning_operator", "claim_volume")
 def test_a_draft_learns_from_the_traffic_it_serves(
     cluster: Cluster,
     namespace: str,
@@ -183,8 +215,8 @@ def junk(count: int) -> list[str]:
     return ["".join(rng.choice(letters) for _ in range(PROMPT_CHARACTERS)) for _ in range(count)]
 
 
-@pytest.mark.usefixtures("operator", "claim_volume")
-def test_a_draft_trained_on_poisoned_samples_is_rolled_back(
+@pytest.mark.usefixtures("learning_operator", "claim_volume")
+def test_a_draft_trained_on_poisoned_samples_is_rolled_back_and_never_learned_again(
     cluster: Cluster,
     namespace: str,
     learning_models: LearningModels,
@@ -194,9 +226,13 @@ def test_a_draft_trained_on_poisoned_samples_is_rolled_back(
 ) -> None:
     """A resource whose draft serves well (trained on the traffic once) records only junk: random text, one token
     answered each. Its next generation learns that and drafts worse on what the resource really serves, which
-    the canary sees on speed and rolls back: the draft in force stays, the rolled-back one stays on the claim."""
+    the canary sees on speed and rolls back: the draft in force stays, the rolled-back one stays on the claim
+    until the next run, and the junk it learned from is quarantined: the next run, on the canary's traffic
+    recorded since, trains without it."""
     held_out = prompts()[1]
-    apply(cluster, namespace, NAME, body(learning_models, learning_models.trained_head))
+    spec = body(learning_models, learning_models.trained_head)
+    spec["learning"]["triggers"]["minIntervalMinutes"] = 0  # a second run, once enough new prompts are recorded
+    apply(cluster, namespace, NAME, spec)
     stable = wait_ready(cluster, namespace, NAME, timeout=300)["status"]["configHash"]
     fleet = Fleet(cluster, namespace, env, tmp_path, NAME, held_out)
     try:
@@ -221,8 +257,25 @@ def test_a_draft_trained_on_poisoned_samples_is_rolled_back(
         obj = resource(cluster, namespace, NAME)
         assert obj["status"]["learning"]["draft"] == "spec", obj["status"]["learning"]
         assert obj["status"]["rollout"]["lastGood"]["configHash"] == stable
-        kept = claim_directory(tmp_path, f"{NAME}-learning") / "drafts" / "gen-1"
+        claim = claim_directory(tmp_path, f"{NAME}-learning")
+        kept = claim / "drafts" / "gen-1"
         assert (kept / "config.json").is_file(), "the rolled-back draft is not on the claim for inspection"
+        window = ended["window"]
+        learning = obj["status"]["learning"]
+        assert learning["quarantine"] == [{"generation": 1, **window, "samples": TRAFFIC}], learning
+        assert learning["quarantinedSamples"] == TRAFFIC
+
+        # The held-out traffic the stable pods serve is recorded and starts generation 2, which reads every sample
+        # on the claim but the quarantined junk.
+        second = fleet.traffic_until(
+            stable, lambda: generation(cluster, namespace, 2, ("Canary", "Promoted", "RolledBack", "Failed")), TRAINED
+        )
+        print(f"\ngeneration 2: {second}")
+        assert second["phase"] != "Failed", second
+        after = [t for t in recorded_times(claim) if not window["oldest"] <= t <= window["newest"]]
+        assert second["window"]["oldest"] > window["newest"], (second, window)
+        assert second["samples"] <= len([t for t in after if t <= second["window"]["newest"]]), second
+        assert not kept.exists(), "the rolled-back draft outlived the next run's retention step"
     finally:
         fleet.stop()
 

@@ -15,7 +15,7 @@ from kubernetes import client
 from hack.kubeclient import Cluster, pods, wait_until
 from specinfer_operator.api.policy import TenantPolicySpec, policy_problems
 from specinfer_operator.render.admission import check
-from specinfer_operator.render.children import RenderDefaults
+from specinfer_operator.render.children import RenderDefaults, render
 from specinfer_operator.render.training import training_job
 from tests.e2e.test_chart import CHART, helm
 from tests.e2e.test_operator import apply, condition, resource, serving, wait_ready, wait_reason, wait_resource
@@ -205,6 +205,31 @@ def test_a_training_pod_passes_the_namespaces_pod_security_as_the_engines_do(
     assert dry_run(cluster, restricted, training_pod(non_root)) == ""
     refused = dry_run(cluster, restricted, training_pod({}))
     assert 'violates PodSecurity "restricted:latest": runAsNonRoot != true' in refused, refused
+
+
+def test_the_engines_record_only_into_their_own_directory_and_unscannable_patterns_are_refused(
+    cluster: Cluster, namespace: str
+) -> None:
+    """spec.learning's engine pod mounts only samples/<its name>/ of the claim, which the API server accepts; a
+    redaction pattern RE2 cannot read (lookaround) is refused at kubectl apply, in the operator's words."""
+    masked = learning()
+    masked["learning"]["sampling"] = {"redact": ["sk-[A-Za-z0-9]{8,}"]}
+    found = cr(one_pod(masked), uid="u1", namespace=namespace)
+    deployment = next(o for o in render(found) if o["kind"] == "Deployment")
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "engine"},
+        "spec": deployment["spec"]["template"]["spec"],
+    }
+    mounts = [m for m in pod["spec"]["containers"][0]["volumeMounts"] if m["name"] == "learning"]
+    assert [m.get("subPathExpr") for m in mounts] == ["samples/$(SPECINFER_POD_NAME)"]
+    assert dry_run(cluster, namespace, pod) == ""
+    assert dry_run(cluster, namespace, manifest(one_pod(masked))) == ""
+    masked["learning"]["sampling"]["redact"] = ["(?=secret)\\w+"]
+    refused = dry_run(cluster, namespace, manifest(one_pod(masked)))
+    assert "spec.learning.sampling.redact[0]" in refused, refused
+    assert "RE2 does not support" in refused, refused
 
 
 @pytest.mark.usefixtures("operator")

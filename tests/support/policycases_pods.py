@@ -196,20 +196,26 @@ POD_CASES: list[tuple[str, dict[str, Any], dict[str, Any], Refused]] = [
         None,
     ),
     ("an Ascend 310P", {"resources": {"npuResourceName": "huawei.com/Ascend310P"}}, {}, None),
-    # Learning: on by default, off by the policy; the training image is an image like the engine's.
-    ("a draft that learns", learning(), {}, None),
-    ("a draft that learns, learning forbidden", learning(), {"learningAllowed": False}, "spec.learning"),
-    ("a draft that learns, claims forbidden", learning(), {"allowedVolumeTypes": ["emptyDir"]}, "spec.learning"),
+    # Learning: off by default (served prompts are the tenant's), on where the policy opts in; the training image
+    # is an image like the engine's.
+    ("a draft that learns", learning(), {}, "spec.learning"),
+    ("a draft that learns, learning allowed", learning(), {"learningAllowed": True}, None),
+    (
+        "a draft that learns, claims forbidden",
+        learning(),
+        {"learningAllowed": True, "allowedVolumeTypes": ["emptyDir"]},
+        "spec.learning",
+    ),
     (
         "a training image outside the prefix",
         learning(image="registry.example.com/ml-evil/trainer:1"),
-        {"allowedImagePrefixes": ["registry.example.com/ml"]},
+        {"learningAllowed": True, "allowedImagePrefixes": ["registry.example.com/ml"]},
         "spec.runtime.image",
     ),
     (
         "a training image under the prefix",
         learning(image="registry.example.com/ml/trainer:1"),
-        {"allowedImagePrefixes": ["registry.example.com/ml"]},
+        {"learningAllowed": True, "allowedImagePrefixes": ["registry.example.com/ml"]},
         None,
     ),
     # Image references are parsed before a prefix is compared.

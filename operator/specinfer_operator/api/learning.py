@@ -10,20 +10,46 @@ with the resource.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from specinfer_operator.api.container import IMAGE_TRIMMED
 from specinfer_operator.api.quantities import Bytes, Cores
-from specinfer_runtime.base import Section, section_field
-from specinfer_runtime.celrules import Rule
+from specinfer_runtime.base import CelRules, Section, section_field
+from specinfer_runtime.celrules import Rule, cel_string
+from specinfer_runtime.prompts import MAX_PATTERN_LENGTH, MAX_PATTERNS, REFUSED, pattern_problem
 
 # What can be learned. An EAGLE-3 head first: speculators trains it and vLLM-Ascend serves it as method eagle3.
 # DFlash and DSpark heads (speculators trains both) and MTP layers could follow, each with its own method.
 LearnedKind = Literal["Eagle3Head"]
 KIND_METHODS = {"Eagle3Head": "eagle3"}
-MAX_GENERATIONS = 10  # the generations status keeps; older ones stay on the claim until pruned by age
+MAX_GENERATIONS = 10  # the generations status keeps (and the quarantined windows)
+ChatRole = Literal["system", "developer", "user", "assistant", "tool"]
+
+
+def _pattern(value: str) -> str:
+    problem = pattern_problem(value)
+    if problem is not None:
+        raise ValueError(f"the pattern {problem}")
+    return value
+
+
+RedactionPattern = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_PATTERN_LENGTH),
+    AfterValidator(_pattern),
+    CelRules(
+        (
+            Rule(
+                id="learning",
+                rule=f"!self.matches({cel_string(REFUSED)})",
+                message="a redaction pattern may not use lookaround, backreferences or atomic groups (which RE2 does "
+                "not support), nor a repeated group that repeats within (which backtracks without bound)",
+            ),
+        )
+    ),
+]
 
 
 class LearningStorage(Section):
@@ -39,6 +65,13 @@ class LearningStorage(Section):
         default="ReadWriteMany",
         description="ReadWriteMany lets every engine and the training Job mount it wherever they run; "
         "ReadWriteOnce only works while they share one node.",
+    )
+    keep_drafts: int = Field(
+        default=3,
+        ge=1,
+        le=100,
+        description="Trained generations kept on the claim beside the one in force: the newest promoted ones. A "
+        "rolled-back or failed generation stays for inspection until the next run starts, which removes it.",
     )
 
 
@@ -68,13 +101,30 @@ class SamplingSettings(Section):
         default=168,
         ge=1,
         le=8760,
-        description="Recorded prompts older than this are removed, by the engines and by each training run.",
+        description="Recorded prompts older than this are removed: each engine removes its own, and each training "
+        "run first removes every pod's (those of pods that are gone too).",
+    )
+    roles: list[ChatRole] = Field(
+        default=["user"],
+        min_length=1,
+        max_length=5,
+        description="The chat roles whose messages are recorded: the users' turns only by default. A completion "
+        "prompt counts as a user's. A request with no message of these roles is not recorded.",
+    )
+    redact: list[RedactionPattern] | None = Field(
+        default=None,
+        max_length=MAX_PATTERNS,
+        description="Regular expressions (RE2 syntax: no lookaround or backreference; no repeated group that repeats "
+        "within, as (a+)+) whose matches are replaced by "
+        "[redacted] before a sample is written: credentials, account numbers. With any, prompts sent as token ids "
+        "are not recorded (they cannot be scanned).",
     )
 
 
 class TriggerSettings(Section):
     """When a training run starts. Each needs new prompts since the last run began, so that a rolled-back
-    draft is never trained again on the same samples; at most one run is active, and none while a canary is."""
+    draft is never trained again on the same samples (its window of samples is quarantined); at most one run is
+    active, and none while a canary is."""
 
     min_new_samples: int = Field(
         default=1000,
@@ -194,6 +244,21 @@ class Figures(Section):
     decode_tokens_per_second: float | None = Field(default=None, description="Decode speed a request got.")
 
 
+class SampleWindow(Section):
+    """When the samples a run trained on were recorded: Unix seconds, both ends included."""
+
+    oldest: int = Field(ge=0, description="The oldest sample's time.")
+    newest: int = Field(ge=0, description="The newest sample's time.")
+
+
+class QuarantinedWindow(SampleWindow):
+    """The samples a rolled-back generation trained on: no later run trains on them again; they go at the
+    retention age, and the entry with them."""
+
+    generation: int = Field(ge=1, description="The rolled-back generation.")
+    samples: int = Field(default=0, ge=0, description="Prompts it trained on.")
+
+
 class DraftGeneration(Section):
     """One trained draft: what it learned from, and how it fared against the draft it would replace."""
 
@@ -220,6 +285,9 @@ class DraftGeneration(Section):
         "measured and the window holds telemetry.minDrafts drafts (absent until then).",
     )
     reason: str = Field(default="", max_length=1024, description="Why it ended as it did.")
+    window: SampleWindow | None = Field(
+        default=None, description="When the samples it trained on were recorded (set when its run succeeded)."
+    )
 
 
 class LearningStatus(Section):
@@ -241,3 +309,10 @@ class LearningStatus(Section):
     generations: list[DraftGeneration] | None = Field(
         default=None, max_length=MAX_GENERATIONS, description=f"The last {MAX_GENERATIONS} generations, newest last."
     )
+    quarantine: list[QuarantinedWindow] | None = Field(
+        default=None,
+        max_length=MAX_GENERATIONS,
+        description="The windows of samples rolled-back generations trained on, kept out of every later run until "
+        f"the retention age removes them (the last {MAX_GENERATIONS}).",
+    )
+    quarantined_samples: int = Field(default=0, ge=0, description="Prompts in those windows.")

@@ -213,9 +213,10 @@ class TenantPolicySpec(Section):
         "other than runtime/default or localhost/* (unconfined), which Pod Security baseline refuses.",
     )
     learning_allowed: bool = Field(
-        default=True,
+        default=False,
         description="Whether a resource may set spec.learning: its engines then record a share of the prompts they "
-        "serve on a claim of the namespace, and Jobs train drafts on them with the namespace's NPUs.",
+        "serve on a claim of the namespace, and Jobs train drafts on them with the namespace's NPUs. Off unless a "
+        "platform opts in: served prompts are the tenant's data.",
     )
 
     default_engine_versions: EngineVersions | None = Field(

@@ -353,13 +353,15 @@ FIELDS: tuple[Reach, ...] = (
         f"{LEARNING}, {POD}",
         ("learningAllowed",),
         "the engines record a share of the prompts they serve on a claim of the namespace the resource owns, and "
-        "Jobs of the namespace train on them: whether any of it may happen",
+        "Jobs of the namespace train on them: whether any of it may happen (off by default: a platform opts in)",
     ),
     Reach(
         "spec.learning.{storage.*,sampling.*,triggers.*}",
         f"{LEARNING}, {CONTAINER}",
         (),
-        "the claim's size and class (the namespace's storage quota bounds it), and what the engines record on it",
+        "the claim's size and class (the namespace's storage quota bounds it), and what the engines record on it: "
+        "each engine only into its own directory, the roles asked for (users' turns by default), masked by the "
+        "redact patterns (RE2 syntax, at most 16 of 256 characters), kept for the retention age",
     ),
     Reach(
         "spec.learning.training.image",

@@ -5,7 +5,8 @@ writes what changed: status.learning, the draft annotation that hands a trained 
 loop, a new training Job, and an event for each transition. A generation goes Training (its Job runs), then
 Canary (its annotation is set: the reconcile loop renders it and the canary judges it on speed), then
 Promoted or RolledBack (the annotation goes back to the draft it replaced; its directory stays on the claim
-for inspection); a run that fails is Failed, and the next one waits for new prompts.
+for inspection until the next run starts, and the samples it trained on are quarantined); a run that fails is
+Failed, and the next one waits for new prompts.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from specinfer_operator.api.service import TelemetrySettings
 from specinfer_operator.api.timestamps import parse
 from specinfer_operator.learning.draft import SPEC_DRAFT, draft_label, generation_of_label
 from specinfer_operator.learning.outcome import CONTROLLER_UID_LABEL, canary_end, figures_of, job_pod, run_end
-from specinfer_operator.learning.plan import Moment, next_generation, trigger
+from specinfer_operator.learning.plan import Moment, expire, kept, next_generation, quarantine, trigger
 from specinfer_operator.platform.kube import Conflict, Kube
 from specinfer_operator.platform.ownership import clash_message, controlled_by
 from specinfer_operator.render.children import RenderDefaults
@@ -110,7 +111,11 @@ def _canary_ended(last: dict[str, Any], status: dict[str, Any], learning: dict[s
         return
     replaced = str(last.get("replaces") or SPEC_DRAFT)
     step.annotation = str(generation_of_label(replaced) or "")
-    said = f"{label} was rolled back ({reason}); {replaced} serves, and {label} stays on the claim for inspection"
+    quarantine(learning, last)
+    said = (
+        f"{label} was rolled back ({reason}); {replaced} serves, {label} stays on the claim for inspection until the "
+        f"next run, and no later run trains on the {last.get('samples', 0)} prompts it learned from"
+    )
     step.events.append(("Warning", "DraftRolledBack", said))
 
 
@@ -169,6 +174,7 @@ def advance(cr: SpeculativeInference, status: dict[str, Any], seen: Seen, now: s
     elif last is not None and last.get("phase") == "Canary":
         _canary_ended(last, status, learning, now, step)
     _measured_after(generations, status, learning, cr.spec.telemetry)
+    expire(learning, settings, now)
     learning["draft"] = _in_force(status)
     # No run while one trains or is judged, nor before the generation last promoted was measured on every pod:
     # its figures are what drift is judged against.
@@ -268,7 +274,9 @@ def tick(
     step = advance(cr, status, seen, now)
     if step.start:
         in_force = generation_of_label(step.status["draft"])
-        job = training_job(cr, step.start, in_force, since(step.status, step.start), defaults)
+        assert cr.spec.learning is not None
+        retained = kept(cr.spec.learning, step.status, in_force)
+        job = training_job(cr, step.start, in_force, since(step.status, step.start), defaults, retained)
         clash = _create(kube, job, meta["uid"])
         if clash is not None:
             not_started(step, clash, now)

@@ -27,6 +27,8 @@ MAX_REASON = 512
 # The result's numbers the status takes, with their upper bounds.
 _COUNTS = {"samples": 1e9, "tokens": 1e12}
 _SECONDS = {"trainingSeconds": 1e7}
+_WINDOW = ("oldest", "newest")  # when its samples were recorded (Unix seconds): what a rollback quarantines
+MAX_TIME = 1e11
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,14 @@ def result_of(message: str) -> dict[str, Any] | None:
         if not 0 <= value <= bound:
             return None
         figures[key] = round(float(value), 1) if key in _SECONDS else int(value)
+    oldest, newest = (found.get(k) for k in _WINDOW)
+    if isinstance(oldest, int) and isinstance(newest, int) and _time(oldest) and _time(newest) and oldest <= newest:
+        figures["window"] = {"oldest": oldest, "newest": newest}
     return figures
+
+
+def _time(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TIME
 
 
 def run_end(job: dict[str, Any] | None, pod: dict[str, Any] | None) -> RunEnd | None:

@@ -1,8 +1,10 @@
 """When the next draft is trained, and what became of each generation (pure).
 
 A run starts only when the resource serves quietly (Ready, no canary, no rollback in force), no run of it is
-active, training.minIntervalMinutes have passed since the last began, and prompts were recorded since: a
-rolled-back draft is never trained again on the same samples. Then one of the triggers decides:
+active, training.minIntervalMinutes have passed since the last began, and prompts were recorded since. A
+rolled-back draft is never trained again on the same samples: the window of samples it trained on is
+quarantined, and no later run reads a sample recorded in it (`quarantine`, `kept`). Then one of the triggers
+decides:
 - enough new prompts: the engines' served requests since the last run, times sampling.percent (the recorder
   takes exactly that share of requests; the run itself refuses to start without a prompt newer than the
   last run);
@@ -16,8 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from specinfer_operator.api.learning import LearningSettings
-from specinfer_operator.api.timestamps import age
+from specinfer_operator.api.learning import MAX_GENERATIONS, LearningSettings
+from specinfer_operator.api.timestamps import age, parse
+from specinfer_operator.render.training import Kept
 
 
 @dataclass(frozen=True)
@@ -72,3 +75,47 @@ def trigger(settings: LearningSettings, status: dict[str, Any], moment: Moment) 
 
 def next_generation(status: dict[str, Any]) -> int:
     return max((int(g.get("generation", 0)) for g in status.get("generations") or []), default=0) + 1
+
+
+def quarantine(learning: dict[str, Any], rolled_back: dict[str, Any]) -> None:
+    """Keep the samples a rolled-back generation trained on out of every later run: its window joins
+    status.learning.quarantine (a run that left no window quarantines nothing: it trained on nothing known)."""
+    window = rolled_back.get("window") or {}
+    if "oldest" not in window or "newest" not in window:
+        return
+    entry = {
+        "generation": int(rolled_back["generation"]),
+        "oldest": int(window["oldest"]),
+        "newest": int(window["newest"]),
+        "samples": int(rolled_back.get("samples") or 0),
+    }
+    windows = [w for w in learning.get("quarantine") or [] if w.get("generation") != entry["generation"]]
+    learning["quarantine"] = [*windows, entry][-MAX_GENERATIONS:]
+    _count(learning)
+
+
+def expire(learning: dict[str, Any], settings: LearningSettings, now: str) -> None:
+    """Forget the quarantined windows whose samples the retention age has removed."""
+    windows = learning.get("quarantine")
+    if not windows:
+        return
+    oldest_kept = parse(now).timestamp() - settings.sampling.retention_hours * 3600
+    left = [w for w in windows if w["newest"] >= oldest_kept]
+    if left:
+        learning["quarantine"] = left
+    else:
+        learning.pop("quarantine", None)
+    _count(learning)
+
+
+def _count(learning: dict[str, Any]) -> None:
+    learning["quarantinedSamples"] = sum(int(w.get("samples") or 0) for w in learning.get("quarantine") or [])
+
+
+def kept(settings: LearningSettings, learning: dict[str, Any], in_force: int) -> Kept:
+    """What a new run keeps of earlier ones: the draft in force and the newest storage.keepDrafts promoted
+    generations (rolled-back and failed ones are removed), and the quarantined windows."""
+    promoted = [int(g["generation"]) for g in learning.get("generations") or [] if g.get("phase") == "Promoted"]
+    drafts = {*promoted[-settings.storage.keep_drafts :], *([in_force] if in_force else [])}
+    windows = tuple((int(w["oldest"]), int(w["newest"])) for w in learning.get("quarantine") or [])
+    return Kept(frozenset(drafts), windows)

@@ -8,7 +8,7 @@ checked for shape, and a file or line past its bound is skipped, not trusted.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ class Prompt:
 
     token_ids: list[int]
     answer_tokens: int
+    time: int  # when it was recorded (Unix seconds): a generation's window of samples is made of these
 
 
 def _lines(path: str) -> Iterator[dict[str, Any]]:
@@ -40,9 +41,23 @@ def _lines(path: str) -> Iterator[dict[str, Any]]:
                 yield sample
 
 
-def recorded(directory: Path, now: float, retention_seconds: float) -> Iterator[dict[str, Any]]:
-    """The samples of the files within the retention age, newest file first: complete ones, and those an engine
-    is still writing (their lines are whole samples, but perhaps the last, which does not parse and is skipped)."""
+Window = Sequence[int]  # oldest and newest, Unix seconds, both ends included
+
+
+def quarantined(sample: dict[str, Any], windows: Sequence[Window]) -> bool:
+    """Whether a sample was recorded within a quarantined window (or says no time: not trusted either)."""
+    when = sample.get("time")
+    if isinstance(when, bool) or not isinstance(when, int | float):
+        return True
+    return any(oldest <= when <= newest for oldest, newest in windows)
+
+
+def recorded(
+    directory: Path, now: float, retention_seconds: float, exclude: Sequence[Window] = ()
+) -> Iterator[dict[str, Any]]:
+    """The samples of the files within the retention age, newest file first, but those of quarantined windows
+    (`exclude`: what rolled-back generations trained on): complete files, and those an engine is still writing
+    (their lines are whole samples, but perhaps the last, which does not parse and is skipped)."""
     found = []
     for entry in files(directory):
         try:
@@ -53,7 +68,7 @@ def recorded(directory: Path, now: float, retention_seconds: float) -> Iterator[
             found.append((stat.st_mtime, entry.path))
     for _, path in sorted(found, reverse=True):
         try:
-            yield from reversed(list(_lines(path)))
+            yield from (s for s in reversed(list(_lines(path))) if not quarantined(s, exclude))
         except OSError:
             continue
 
@@ -72,7 +87,8 @@ def select(samples: Iterator[dict[str, Any]], tokenize: Tokenize, max_tokens: in
         answer = max(1, answer)
         if total + len(ids) + answer > max_tokens:
             break
-        chosen.append(Prompt(ids, answer))
+        when = sample.get("time")
+        chosen.append(Prompt(ids, answer, int(when) if isinstance(when, int | float) and when >= 0 else 0))
         total += len(ids) + answer
     return chosen
 

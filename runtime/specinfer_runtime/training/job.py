@@ -1,6 +1,8 @@
 """`specinfer-train`: the training Job of spec.learning, start to end.
 
-1. Prune the recorded prompts past the retention age, then take the newest within the run's token cap.
+0. In an init container with the claim writable (`--prune`): remove what retention says (retention.py).
+1. Take the newest recorded prompts within the run's token cap, outside quarantined windows (the samples are
+   mounted read-only here).
 2. Have the target answer them (greedy, as long as each client asked, up to maxOutputTokens) while vLLM's
    extract_hidden_states path saves what it computed (extract.py, in a process of its own).
 3. Train the draft in force on that (head.py), or a new head when the draft is not one this loop trains.
@@ -23,13 +25,13 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from specinfer_runtime import samples
 from specinfer_runtime.base import Section
 from specinfer_runtime.training.corpus import recorded, select, tokenizer_of
+from specinfer_runtime.training.retention import prune_claim
 from specinfer_runtime.validation import validate
 
 log = logging.getLogger("specinfer_train")
@@ -53,6 +55,15 @@ class TrainingRun(Section):
     retention_seconds: int = Field(ge=1)
     since: float = Field(
         default=0, ge=0, description="When the last run began (Unix time): this one needs a prompt recorded after."
+    )
+    max_bytes: int = Field(default=1 << 30, ge=0, description="What the samples of every pod may take together.")
+    keep: list[int] = Field(
+        default=[], max_length=128, description="The generations kept in the drafts directory beside this one."
+    )
+    exclude: list[Annotated[list[int], Field(min_length=2, max_length=2)]] = Field(
+        default=[],
+        max_length=64,
+        description="Quarantined windows (Unix seconds, both ends included): samples recorded in them are not used.",
     )
     device: Literal["auto", "cpu", "npu"] = Field(default="auto")
     tensor_parallel: int = Field(default=1, ge=1, le=64, description="The target's, as the engines load it.")
@@ -93,10 +104,9 @@ def run(config: TrainingRun, now: float) -> dict[str, Any]:
     from specinfer_runtime.training import head
 
     started = time.monotonic()
-    samples.prune(Path(config.samples), config.retention_seconds, now)
     target = local(config.target)
     tokenizer = AutoTokenizer.from_pretrained(target)
-    found = recorded(Path(config.samples), now, config.retention_seconds)
+    found = recorded(Path(config.samples), now, config.retention_seconds, config.exclude)
     newest = next(found, None)
     if newest is None or not _number(newest.get("time")) or newest["time"] <= config.since:
         raise RunError(
@@ -106,6 +116,7 @@ def run(config: TrainingRun, now: float) -> dict[str, Any]:
     prompts = select(
         itertools.chain([newest], found), tokenizer_of(tokenizer), config.max_tokens, config.max_output_tokens
     )
+    times = [p.time for p in prompts]
     if not prompts:
         raise RunError(f"none of the prompts recorded in {config.samples} can be tokenized (chat without a template?)")
     target_config = json.loads((target / "config.json").read_text())
@@ -141,6 +152,8 @@ def run(config: TrainingRun, now: float) -> dict[str, Any]:
         "from": "draft in force" if continued else "new head",
         "loss": round(progress[-1].loss, 4),
         "firstTokenAccuracy": round(progress[-1].first_token_accuracy, 4),
+        "oldest": min(times),
+        "newest": max(times),
     }
     _publish(draft, Path(config.output), result)
     return result
@@ -202,9 +215,21 @@ def _publish(draft: Any, output: Path, result: dict[str, Any]) -> None:
     os.replace(partial, output)
 
 
+def failure_line(error: Exception) -> str:
+    """What the termination log says of a failure, which the operator copies into status and events: this
+    module's own words, or an OSError's (a path, a full volume), but never another library's ValueError, which
+    may quote what it was given, a recorded prompt (the pod's log has it all)."""
+    if isinstance(error, RunError | OSError) and str(error):
+        return str(error).splitlines()[0]
+    return f"{type(error).__name__} while training: see the training pod's log"
+
+
 def main(args: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="specinfer-train", description="Train the next draft of spec.learning.")
     parser.add_argument("--config", required=True, help="the run, as JSON (the operator renders it)")
+    parser.add_argument(
+        "--prune", action="store_true", help="only remove what retention says, with the claim writable (first step)"
+    )
     parser.add_argument(
         "--termination-log",
         default=os.environ.get("SPECINFER_TERMINATION_LOG", "/dev/termination-log"),
@@ -216,11 +241,12 @@ def main(args: Sequence[str] | None = None) -> None:
         report = validate(TrainingRun, json.loads(ns.config))
         if report.value is None:
             raise RunError("invalid run: " + "; ".join(str(p) for p in report.errors))
-        line = json.dumps(run(report.value, time.time()), separators=(",", ":"))
+        done = prune_claim(report.value, time.time()) if ns.prune else run(report.value, time.time())
+        line = json.dumps(done, separators=(",", ":"))
         code = 0
     except (RunError, ValueError, OSError) as error:
-        line, code = str(error).splitlines()[0] if str(error) else type(error).__name__, 1
-        log.error("%s", line)
+        log.exception("the run failed")
+        line, code = failure_line(error), 1
     with contextlib.suppress(OSError):
         Path(ns.termination_log).write_text(line[:MAX_MESSAGE] + "\n")
     if code:

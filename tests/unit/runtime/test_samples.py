@@ -5,16 +5,21 @@ retention age (the clock is given, so no test waits on it)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from prometheus_client import REGISTRY
 
 from specinfer_runtime import samples
+from specinfer_runtime.celrules import evaluate
+from specinfer_runtime.prompts import MASK, Filter, pattern_problem, prompt_of
 from specinfer_runtime.samples import (
     MAX_REQUEST_BYTES,
     SampleRecorder,
@@ -23,9 +28,11 @@ from specinfer_runtime.samples import (
     Store,
     Writer,
     middleware_flags,
-    prompt_of,
     prune,
 )
+from tests.support import ROOT
+
+KEEP = Filter()  # the default: the users' turns, nothing masked
 
 CHAT = {"model": "tiny", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 8, "stream": True}
 
@@ -39,7 +46,10 @@ class Clock:
 
 
 def settings(tmp_path: Path, percent: int = 100, max_bytes: int = 1 << 20) -> Settings:
-    return Settings(directory=tmp_path, percent=percent, max_bytes=max_bytes, retention_seconds=3600, pod="engine-0")
+    """An engine's settings: its directory is its own, samples/engine-0 of the claim (tmp_path is samples/)."""
+    return Settings(
+        directory=tmp_path / "engine-0", percent=percent, max_bytes=max_bytes, retention_seconds=3600, pod="engine-0"
+    )
 
 
 def dropped(reason: str) -> float:
@@ -141,16 +151,97 @@ def test_a_body_over_the_limit_is_passed_on_whole_and_not_recorded(tmp_path: Pat
     ],
 )
 def test_what_is_not_a_prompt_is_refused(kind: str, body: bytes) -> None:
-    assert prompt_of(kind, body) is None
+    assert prompt_of(kind, body, KEEP) is None
 
 
 def test_prompts_as_clients_write_them() -> None:
     parts = {"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]}
-    assert prompt_of("chat", json.dumps(parts).encode()) == {"messages": [{"role": "user", "content": "ab"}]}
-    assert prompt_of("completion", b'{"prompt": [5, 6, 7]}') == {"promptTokenIds": [5, 6, 7]}
+    assert prompt_of("chat", json.dumps(parts).encode(), KEEP) == {"messages": [{"role": "user", "content": "ab"}]}
+    assert prompt_of("completion", b'{"prompt": [5, 6, 7]}', KEEP) == {"promptTokenIds": [5, 6, 7]}
     asked = b'{"prompt": "p", "max_tokens": 1, "max_completion_tokens": 9}'
-    assert prompt_of("completion", asked) == {"prompt": "p", "maxTokens": 9}
-    assert prompt_of("completion", b'{"prompt": "p", "max_tokens": true}') == {"prompt": "p"}
+    assert prompt_of("completion", asked, KEEP) == {"prompt": "p", "maxTokens": 9}
+    assert prompt_of("completion", b'{"prompt": "p", "max_tokens": true}', KEEP) == {"prompt": "p"}
+
+
+CONVERSATION = {
+    "messages": [
+        {"role": "system", "content": "You are the bank's assistant. Internal: escalate to desk 42."},
+        {"role": "user", "content": "what is my balance?"},
+        {"role": "assistant", "content": "Your balance is 1,204.00 on account 7731."},
+        {"role": "user", "content": "thanks"},
+    ]
+}
+
+
+def test_only_the_users_turns_are_recorded_unless_more_roles_are_asked_for() -> None:
+    body = json.dumps(CONVERSATION).encode()
+    found = prompt_of("chat", body, KEEP)
+    assert found == {
+        "messages": [{"role": "user", "content": "what is my balance?"}, {"role": "user", "content": "thanks"}]
+    }
+    assert "1,204.00" not in json.dumps(found)
+    assert "desk 42" not in json.dumps(found)
+    everything = Filter(frozenset({"system", "user", "assistant"}))
+    assert prompt_of("chat", body, everything) == CONVERSATION
+    only_system = json.dumps({"messages": [CONVERSATION["messages"][0]]}).encode()
+    assert prompt_of("chat", only_system, KEEP) is None  # nothing of the recorded roles: nothing recorded
+    assert prompt_of("completion", b'{"prompt": "p"}', Filter(frozenset({"system"}))) is None  # a user's text
+
+
+def test_what_the_redaction_patterns_match_never_reaches_the_claim(tmp_path: Path) -> None:
+    leaked = "connect with postgres://app:s3cret-pa55@db.internal:5432/orders and key sk-live0123456789abcdef"
+    keep = Filter(patterns=[r"postgres://\S+", r"sk-[A-Za-z0-9]{8,}"])
+    chat = json.dumps({"messages": [{"role": "user", "content": leaked}]}).encode()
+    said = f"connect with {MASK} and key {MASK}"
+    assert prompt_of("chat", chat, keep) == {"messages": [{"role": "user", "content": said}]}
+    assert prompt_of("completion", json.dumps({"prompt": leaked}).encode(), keep) == {"prompt": said}
+    # Token ids cannot be scanned: with patterns, such a prompt is not recorded at all.
+    assert prompt_of("completion", b'{"prompt": [5, 6, 7]}', keep) is None
+    engine = Engine()
+    recorder = SampleRecorder(engine, replace(settings(tmp_path), keep=keep))
+    call(recorder, "/v1/chat/completions", chat)
+    recorder.writer.close()
+    assert engine.bodies == [chat]  # the engine still gets the request as sent
+    stored = "".join(p.read_text() for p in tmp_path.glob("*/*"))
+    assert "s3cret" not in stored
+    assert "sk-live" not in stored
+    assert MASK in stored
+
+
+@pytest.mark.parametrize(
+    ("pattern", "words"),
+    [
+        ("(?=secret)\\w+", "RE2 does not support"),
+        ("(?<!x)y", "RE2 does not support"),
+        ("(a)\\1", "RE2 does not support"),
+        ("(unclosed", "not a regular expression"),
+        ("(a+)+$", "backtrack without bound"),
+        ("(\\w+\\s?)*@", "backtrack without bound"),
+        ("a" * 257, "more than 256"),
+    ],
+)
+def test_redaction_patterns_are_regular_expressions_re2_also_reads(pattern: str, words: str) -> None:
+    assert words in (pattern_problem(pattern) or "")
+
+
+def test_the_patterns_and_roles_come_from_the_operator() -> None:
+    env = {
+        samples.DIR_ENV: "/s",
+        samples.POD_ENV: "p-1",
+        samples.ROLES_ENV: "user,system",
+        samples.REDACT_ENV: json.dumps([r"sk-[a-z]+"]),
+    }
+    parsed = Settings.from_env(env)
+    assert parsed.keep.roles == {"user", "system"}
+    assert parsed.keep.masked("key sk-abc") == f"key {MASK}"
+    assert Settings.from_env({samples.DIR_ENV: "/s"}).keep.roles == {"user"}
+    assert parsed.percent == 0  # PERCENT_ENV unset
+    env[samples.PERCENT_ENV] = "5"
+    assert Settings.from_env(env).percent == 5
+    # What must be masked and cannot be: nothing is recorded at all, rather than unmasked prompts.
+    for unusable in ('{"a": 1}', "not json", json.dumps(["(?=a)b"]), json.dumps(["sk"] * 17), json.dumps([1])):
+        refused = Settings.from_env({**env, samples.REDACT_ENV: unusable})
+        assert refused.percent == 0, unusable
 
 
 def test_the_store_keeps_its_byte_cap_and_rotates_its_files(tmp_path: Path) -> None:
@@ -168,19 +259,31 @@ def test_the_store_keeps_its_byte_cap_and_rotates_its_files(tmp_path: Path) -> N
     assert sum(p.stat().st_size for p in tmp_path.glob("*/*")) <= 300
 
 
-def test_files_past_the_retention_age_are_removed_from_every_pod(tmp_path: Path) -> None:
+def test_an_engine_removes_its_own_files_past_the_retention_age_and_no_one_elses(tmp_path: Path) -> None:
     now = 1_000_000.0
-    for pod, age in (("a", 10.0), ("b", 7200.0)):
+    for pod in ("a", "b"):
         (tmp_path / pod).mkdir()
-        path = tmp_path / pod / "1-1.jsonl"
-        path.write_text('{"kind":"completion","prompt":"p"}\n')
-        os.utime(path, (now - age, now - age))
-    (tmp_path / "a" / "2-1.part").write_text("in progress\n")
-    (tmp_path / "b" / "0-1.part").write_text("left by a pod that died\n")
-    os.utime(tmp_path / "b" / "0-1.part", (now - 7200, now - 7200))
-    kept = prune(tmp_path, 3600, now)
-    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.glob("*/*")) == ["a/1-1.jsonl", "a/2-1.part"]
-    assert kept == sum(p.stat().st_size for p in (tmp_path / "a").iterdir())
+        for name, age in (("1-1.jsonl", 10.0), ("0-1.part", 7200.0)):
+            path = tmp_path / pod / name
+            path.write_text('{"kind":"completion","prompt":"p"}\n')
+            os.utime(path, (now - age, now - age))
+    kept = prune(tmp_path / "a", 3600, now)
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.glob("*/*")) == [
+        "a/1-1.jsonl",
+        "b/0-1.part",  # another pod's: the training Job's first step removes it
+        "b/1-1.jsonl",
+    ]
+    assert kept == (tmp_path / "a" / "1-1.jsonl").stat().st_size
+
+
+def test_an_engine_writes_into_its_own_directory_only(tmp_path: Path) -> None:
+    (tmp_path / "other-pod").mkdir()
+    (tmp_path / "other-pod" / "1-1.jsonl").write_text("x" * 1000 + "\n")
+    store = Store(settings(tmp_path, max_bytes=200), Clock())
+    store.write({"kind": "completion", "prompt": "mine"})
+    store.complete()
+    assert [p.parent.name for p in tmp_path.glob("*/*.jsonl") if "mine" in p.read_text()] == ["engine-0"]
+    assert store.used < 200  # another pod's bytes are not this pod's: it could not even list them
 
 
 def test_a_busy_writer_drops_instead_of_making_the_request_wait(tmp_path: Path) -> None:
@@ -209,3 +312,22 @@ def test_the_recorder_is_installed_only_when_the_operator_asks() -> None:
         {samples.DIR_ENV: "/s", samples.PERCENT_ENV: "5", samples.MAX_BYTES_ENV: "1Gi", samples.POD_ENV: "p-1"}
     )
     assert (parsed.percent, parsed.max_bytes, parsed.pod) == (5, 1 << 30, "p-1")
+
+
+@functools.cache
+def redact_rule() -> str:
+    """The CRD's rule on each sampling.redact item."""
+    documents = yaml.safe_load_all((ROOT / "crds" / "speculativeinference.yaml").read_text())
+    crd = next(d for d in documents if d and d["spec"]["names"]["kind"] == "SpeculativeInference")
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    item = spec["properties"]["learning"]["properties"]["sampling"]["properties"]["redact"]["items"]
+    (rule,) = item["x-kubernetes-validations"]
+    return str(rule["rule"])
+
+
+@pytest.mark.parametrize(
+    "pattern", ["(?=secret)\\w+", "(?<!x)y", "(a)\\1", "(?P<n>a)(?P=n)", "a++", "(a+)+$", "(ab){2}", "sk-[a-z]+"]
+)
+def test_kubectl_apply_refuses_what_the_operator_refuses(pattern: str) -> None:
+    """The CRD's rule on each redaction pattern, evaluated as CEL, agrees with the operator's check."""
+    assert (evaluate(redact_rule(), pattern) is False) == (pattern_problem(pattern) is not None)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from specinfer_runtime.training.corpus import Prompt, recorded, select
-from specinfer_runtime.training.job import main
+from specinfer_runtime.training.job import RunError, failure_line, main
 
 NOW = 1_000_000.0
 
@@ -48,10 +48,24 @@ def test_lines_that_are_not_samples_are_skipped(tmp_path: Path) -> None:
     assert [s["prompt"] for s in recorded(tmp_path, NOW, 3600)] == ["kept"]
 
 
+def test_samples_of_a_quarantined_window_are_never_read_again(tmp_path: Path) -> None:
+    # gen-1 trained on what was recorded from 100 to 200 and was rolled back: the next run reads the rest.
+    lines = [{**completion(f"at {t}"), "time": t} for t in (50, 100, 150, 200, 250)]
+    write(tmp_path, "a", "1-1.jsonl", lines, age=1)
+    write(tmp_path, "b", "1-1.jsonl", [completion("no time", time=None), {**completion("at 120"), "time": 120}], age=1)
+    found = [s["prompt"] for s in recorded(tmp_path, NOW, 3600, exclude=[(100, 200)])]
+    assert found == ["at 250", "at 50"]
+    everything = [s["prompt"] for s in recorded(tmp_path, NOW, 3600)]
+    assert "at 150" in everything
+    assert "at 120" in everything
+    chosen = select(iter([{**completion("a b"), "time": 7}]), by_words, 100, 1)
+    assert [p.time for p in chosen] == [7]  # what the generation's window is made of
+
+
 def test_prompts_are_taken_until_the_token_cap_answers_included() -> None:
     samples = [completion("a b c", maxTokens=2), completion("d e", maxTokens=500), completion("f g h i")]
     chosen = select(iter(samples), by_words, max_tokens=12, max_answer=4)
-    assert chosen == [Prompt([1, 1, 1], 2), Prompt([1, 1], 4)]  # 5 + 6 tokens; the third would pass 12
+    assert chosen == [Prompt([1, 1, 1], 2, 0), Prompt([1, 1], 4, 0)]  # 5 + 6 tokens; the third would pass 12
     assert select(iter([{"kind": "chat", "messages": []}]), by_words, 100, 4) == []
 
 
@@ -64,3 +78,14 @@ def test_an_invalid_run_is_one_line_in_the_termination_log(tmp_path: Path) -> No
     assert said.startswith("invalid run: ")
     assert "generation: Invalid value: 0" in said
     assert said.count("\n") == 1
+
+
+def test_a_library_error_quoting_a_prompt_never_reaches_the_termination_log() -> None:
+    prompt = "my card is 4111 1111 1111 1111"
+    said = failure_line(ValueError(f"Input {prompt!r} is not valid"))
+    assert prompt not in said
+    assert said == "ValueError while training: see the training pod's log"
+    assert (
+        failure_line(RunError("no prompt recorded since the last run\nmore")) == "no prompt recorded since the last run"
+    )
+    assert failure_line(OSError(28, "No space left on device")) == "[Errno 28] No space left on device"

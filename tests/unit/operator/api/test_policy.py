@@ -102,6 +102,13 @@ def test_every_documented_resource_passes_the_default_policy() -> None:
     valid = [(where, data) for where, data in documented() if check(data).ok]
     assert len(valid) >= 30
     refused = {where: [str(p) for p in check(data, DEFAULT_INSTALL_POLICY).errors] for where, data in valid}
+    learns = {where for where, data in valid if "learning" in data["spec"]}
+    assert learns  # docs/learning.md's: a platform opts into learning, then it passes as the rest does
+    assert {where: [e.split(":")[0] for e in refused[where]] for where in learns} == {
+        w: ["spec.learning"] for w in learns
+    }
+    opted_in = DEFAULT_INSTALL_POLICY.model_copy(update={"learning_allowed": True})
+    refused |= {where: [str(p) for p in check(data, opted_in).errors] for where, data in valid if where in learns}
     assert {where: errors for where, errors in refused.items() if errors} == {}
 
 

@@ -15,6 +15,7 @@ from specinfer_operator.render.children import RenderDefaults, render
 from specinfer_runtime.validation import Problem, Report
 from tests.support.builders import cr
 
+LEARNING_ALLOWED = TenantPolicySpec(learning_allowed=True)  # a platform opted in
 SPEC: dict[str, Any] = {
     "model": {"name": "org/target"},
     "speculative": {"method": "eagle3", "numSpeculativeTokens": 3, "draftModel": {"name": "org/draft"}},
@@ -76,7 +77,7 @@ def test_a_generation_the_checks_refuse_is_ignored_with_a_warning() -> None:
     """Whatever refuses the generation (a policy that no longer takes its claim, say), the spec's draft serves."""
 
     def refusing_claims(b: dict[str, Any]) -> Any:
-        found = check(b, policy=TenantPolicySpec())
+        found = check(b, policy=LEARNING_ALLOWED)
         source = b["spec"]["speculative"]["draftModel"].get("source") or {}
         return (
             Report(None, [Problem("spec.speculative.draftModel", "no claims here", "policy")])
@@ -92,5 +93,5 @@ def test_a_generation_the_checks_refuse_is_ignored_with_a_warning() -> None:
         "learning.specinfer.io/draft puts gen-2 in force, which the spec does not allow "
         "(spec.speculative.draftModel: no claims here): ignored"
     )
-    used, report, said = checked(given, lambda b: check(b, policy=TenantPolicySpec()))
+    used, report, said = checked(given, lambda b: check(b, policy=LEARNING_ALLOWED))
     assert (used["spec"]["speculative"]["draftModel"]["name"], said) == ("demo-learning/drafts/gen-2", None)

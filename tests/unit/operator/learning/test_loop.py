@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from specinfer_operator.learning.loop import Seen, Step, advance, since
+from specinfer_operator.learning.plan import kept
+from specinfer_operator.render.training import Kept, training_run
 from tests.support.builders import cr
 
 SPEC: dict[str, Any] = {
@@ -20,6 +22,7 @@ RESOURCE = cr(SPEC)
 READY = [{"type": "Ready", "status": "True"}]
 T0, T1, T2, T3 = "2026-11-29T10:00:00Z", "2026-11-29T10:10:00Z", "2026-11-29T10:20:00Z", "2026-11-29T10:30:00Z"
 RESULT = {"generation": 1, "samples": 80, "tokens": 7355, "trainingSeconds": 55.8}
+T1_SECONDS = datetime(2026, 11, 29, 10, 10, tzinfo=UTC).timestamp()
 
 
 def serving(draft: str, learning: dict[str, Any] | None = None, **rollout: Any) -> dict[str, Any]:
@@ -123,6 +126,54 @@ def test_a_slower_draft_is_rolled_back_to_the_one_it_replaced_and_kept() -> None
     assert ended.events[0][:2] == ("Warning", "DraftRolledBack")
     # Generation 3 needs prompts newer than generation 2's start.
     assert since(ended.status, 3) == datetime(2026, 11, 29, 10, 10, tzinfo=UTC).timestamp()
+
+
+WINDOW = {"oldest": int(datetime(2026, 11, 29, 9, 0, tzinfo=UTC).timestamp()), "newest": int(T1_SECONDS)}
+
+
+def _rolled_back(result: dict[str, Any]) -> Step:
+    learning = {
+        "since": T0,
+        "draft": "gen-1",
+        "generations": [
+            {"generation": 1, "phase": "Promoted", "job": "demo-draft-1", "replaces": "spec", "startedAt": T0},
+            {"generation": 2, "phase": "Training", "job": "demo-draft-2", "replaces": "gen-1", "startedAt": T1},
+        ],
+    }
+    trained = advance(RESOURCE, serving("gen-1", learning), completed(json.dumps(result)), T2)
+    back = {"draft": "gen-2", "reason": "SpeedBelowStable", "message": "0.62x the stable pods' decode speed"}
+    return advance(RESOURCE, serving("gen-1", trained.status, rolledBack=back), Seen(), T3)
+
+
+def test_the_samples_a_rolled_back_generation_learned_from_are_never_trained_on_again() -> None:
+    ended = _rolled_back({**RESULT, "generation": 2, **WINDOW})
+    assert ended.status["generations"][-1]["window"] == WINDOW
+    assert ended.status["quarantine"] == [{"generation": 2, **WINDOW, "samples": 80}]
+    assert ended.status["quarantinedSamples"] == 80
+    assert "no later run trains on the 80 prompts it learned from" in ended.events[0][2]
+    # The next run reads every sample but those of the window, and keeps gen-1 (in force) but not gen-2.
+    assert RESOURCE.spec.learning is not None
+    retained = kept(RESOURCE.spec.learning, ended.status, in_force=1)
+    assert retained == Kept(frozenset({1}), ((WINDOW["oldest"], WINDOW["newest"]),))
+    run = training_run(RESOURCE, 3, None, since(ended.status, 3), retained)
+    assert run.exclude == [[WINDOW["oldest"], WINDOW["newest"]]]
+    assert run.keep == [1]
+
+
+def test_a_quarantined_window_goes_with_its_samples_at_the_retention_age() -> None:
+    ended = _rolled_back({**RESULT, "generation": 2, **WINDOW})
+    week_later = "2026-12-06T10:11:00Z"  # retentionHours 168 past the window's newest sample
+    aged = advance(RESOURCE, serving("gen-1", ended.status), Seen(), "2026-12-06T10:09:00Z")
+    assert aged.status["quarantinedSamples"] == 80
+    gone = advance(RESOURCE, serving("gen-1", ended.status), Seen(), week_later)
+    assert "quarantine" not in gone.status
+    assert gone.status["quarantinedSamples"] == 0
+
+
+def test_a_result_without_a_window_quarantines_nothing_it_cannot_name() -> None:
+    ended = _rolled_back({**RESULT, "generation": 2, "oldest": 5, "newest": 4})  # not a window
+    assert "window" not in ended.status["generations"][-1]
+    assert "quarantine" not in ended.status
 
 
 def test_a_failed_run_says_why_and_the_next_waits_for_new_prompts() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import cel
 import pytest
 
-from hack.worst_spec import Shape, worst
+from hack.worst_spec import POLICY, Shape, worst
 from specinfer_operator.api.crd import admission_policy, admission_warnings, crd, tenant_admission_policy
 from specinfer_operator.api.policy import TenantPolicySpec
 from specinfer_operator.render.admission import check
@@ -81,7 +81,7 @@ class Cost:
 
 @pytest.mark.parametrize("shape", ["dense", "long"])
 def test_the_worst_spec_the_crd_admits_is_accepted(shape: Shape) -> None:
-    report = check(worst(valid=True, shape=shape), TenantPolicySpec())
+    report = check(worst(valid=True, shape=shape), POLICY)
     assert report.errors == []
     assert {p.path for p in report.warnings} == {
         "spec.speculative.numSpeculativeTokensPerBatchSize",  # the schedule turns off decode padding
@@ -91,7 +91,7 @@ def test_the_worst_spec_the_crd_admits_is_accepted(shape: Shape) -> None:
 
 @pytest.mark.parametrize("shape", ["dense", "long"])
 def test_the_worst_invalid_spec_is_refused_with_each_rule_once_per_kind(shape: Shape) -> None:
-    report = check(worst(valid=False, shape=shape), TenantPolicySpec())
+    report = check(worst(valid=False, shape=shape), POLICY)
     said = [str(p) for p in report.errors]
     assert "spec.disruptionBudget.maxUnavailable: set exactly one of maxUnavailable and minAvailable" in said
     assert any(".valueFrom: set exactly one of secretKeyRef, configMapKeyRef, fieldRef" in s for s in said)
@@ -104,7 +104,7 @@ def test_the_worst_invalid_spec_is_refused_with_each_rule_once_per_kind(shape: S
 def test_checking_the_worst_spec_runs_each_expression_once_at_most(monkeypatch: pytest.MonkeyPatch) -> None:
     spec = worst(valid=True, shape="dense")
     cost = Cost(monkeypatch)
-    assert check(spec, TenantPolicySpec()).ok
+    assert check(spec, POLICY).ok
     assert cost.runs <= EXPRESSIONS
     assert cost.values <= size(spec)
 
@@ -112,7 +112,7 @@ def test_checking_the_worst_spec_runs_each_expression_once_at_most(monkeypatch: 
 def test_checking_the_worst_invalid_spec_runs_each_expression_a_few_times(monkeypatch: pytest.MonkeyPatch) -> None:
     spec = worst(valid=False, shape="dense")
     cost = Cost(monkeypatch)
-    assert not check(spec, TenantPolicySpec()).ok
+    assert not check(spec, POLICY).ok
     assert cost.runs <= 2 * EXPRESSIONS  # once, once more where objects fail, and ten messages
     assert cost.values <= size(spec)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from specinfer_operator.render.children import RenderDefaults, config_hash, render
@@ -40,8 +41,10 @@ def test_every_engine_records_into_its_own_directory_of_the_claim() -> None:
     pod = pod_of(render(cr(LEARNING)))
     assert {"name": "learning", "persistentVolumeClaim": {"claimName": "demo-learning"}} in pod["volumes"]
     engine = pod["containers"][0]
-    assert {"name": "learning", "mountPath": "/var/lib/specinfer/samples", "subPath": "samples"} in engine[
-        "volumeMounts"
+    # Its own directory only, by its name: it neither reads nor removes another pod's prompts.
+    mounts = [m for m in engine["volumeMounts"] if m["name"] == "learning"]
+    assert mounts == [
+        {"name": "learning", "mountPath": "/var/lib/specinfer/samples", "subPathExpr": "samples/$(SPECINFER_POD_NAME)"}
     ]
     env = {e["name"]: e.get("value", e.get("valueFrom")) for e in engine["env"]}
     assert env["SPECINFER_SAMPLES_DIR"] == "/var/lib/specinfer/samples"
@@ -49,6 +52,16 @@ def test_every_engine_records_into_its_own_directory_of_the_claim() -> None:
     assert env["SPECINFER_SAMPLES_MAX_BYTES"] == "1Gi"
     assert env["SPECINFER_SAMPLES_RETENTION_SECONDS"] == str(168 * 3600)
     assert env["SPECINFER_POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert env["SPECINFER_SAMPLES_ROLES"] == "user"  # the users' turns only, unless the spec says more
+    assert env["SPECINFER_SAMPLES_REDACT"] == "[]"
+
+
+def test_the_roles_and_redaction_patterns_reach_the_recorder() -> None:
+    sampling = {"roles": ["user", "system"], "redact": [r"postgres://\S+", r"sk-[A-Za-z0-9]{8,}"]}
+    more = {**LEARNING, "learning": {**LEARNING["learning"], "sampling": sampling}}
+    env = {e["name"]: e.get("value") for e in pod_of(render(cr(more)))["containers"][0]["env"]}
+    assert env["SPECINFER_SAMPLES_ROLES"] == "user,system"
+    assert json.loads(env["SPECINFER_SAMPLES_REDACT"]) == sampling["redact"]
 
 
 def test_what_the_engines_record_is_part_of_the_configuration() -> None:

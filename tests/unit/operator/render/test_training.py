@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from specinfer_operator.render.children import RenderDefaults
-from specinfer_operator.render.training import TRAINER_CONTAINER, job_name, training_job
+from specinfer_operator.render.training import TRAINER_CONTAINER, Kept, job_name, training_job
 from specinfer_runtime.training.job import TrainingRun
 from specinfer_runtime.validation import validate
 from tests.support.builders import cr
@@ -55,11 +55,33 @@ def test_the_pod_is_an_engine_pods_sibling_without_privilege_or_token() -> None:
     assert container["resources"]["limits"]["huawei.com/Ascend910"] == "1"
     assert container["resources"]["limits"]["memory"] == "64Gi"
     assert {"name": "VLLM_LOGGING_LEVEL", "value": "INFO"} in container["env"]
-    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
-    assert mounts["/var/lib/specinfer/learning"] == "learning"
-    assert mounts["/models/target"] == "model-target"
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    assert "/var/lib/specinfer/learning" not in mounts  # not the whole claim: the samples are read-only here
+    assert mounts["/var/lib/specinfer/learning/samples"] == {
+        "name": "learning",
+        "mountPath": "/var/lib/specinfer/learning/samples",
+        "subPath": "samples",
+        "readOnly": True,
+    }
+    for writable in ("drafts", "scratch"):
+        assert mounts[f"/var/lib/specinfer/learning/{writable}"]["readOnly"] is False
+    assert mounts["/models/target"]["name"] == "model-target"
     claims = {v["name"]: v.get("persistentVolumeClaim", {}).get("claimName") for v in pod["volumes"]}
     assert claims["learning"] == "demo-learning"
+
+
+def test_retention_is_the_first_step_the_only_one_with_the_claim_writable() -> None:
+    kept = Kept(frozenset({1, 3}), ((100, 200),))
+    found = training_job(cr(SPEC, uid="u1", namespace="ml"), 4, 3, 0.0, RenderDefaults(), kept)
+    pod = found["spec"]["template"]["spec"]
+    (prune,) = pod["initContainers"]
+    (trainer,) = pod["containers"]
+    assert prune["command"] == [*trainer["command"], "--prune"]
+    assert prune["volumeMounts"] == [{"name": "learning", "mountPath": "/var/lib/specinfer/learning"}]
+    assert prune["securityContext"] == trainer["securityContext"]
+    run = validate(TrainingRun, json.loads(trainer["command"][2])).value
+    assert run is not None
+    assert (run.keep, run.exclude, run.max_bytes) == ([1, 3], [[100, 200]], 1 << 30)
 
 
 def test_the_run_is_what_the_runtime_validates() -> None:
