@@ -8,6 +8,7 @@ stops it at the end. Set SPECINFER_E2E_KUBECONFIG to run the same suite against 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -301,6 +302,26 @@ def eager_operator(cluster: Cluster, namespace: str, tmp_path: Path, no_shared_o
         yield handle
     finally:
         handle.stop()
+
+
+@pytest.fixture
+def learning_operator(cluster: Cluster, namespace: str, tmp_path: Path, no_shared_operator: None) -> Iterator[Operator]:
+    """An operator of this namespace under a tenant policy that allows learning, which the default refuses."""
+    name = f"{namespace}-learning"
+    policy = {
+        "apiVersion": "specinfer.io/v1alpha1",
+        "kind": "SpeculativeInferencePolicy",
+        "metadata": {"name": name},
+        "spec": {"learningAllowed": True},
+    }
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(policy))
+    handle = Operator(cluster.kubeconfig, tmp_path, "--namespace", namespace, "--tenant-policy", name)
+    handle.start()
+    try:
+        yield handle
+    finally:
+        handle.stop()
+        cluster.kubectl("delete", "speculativeinferencepolicy", name, "--wait=false", check=False)
 
 
 @pytest.fixture

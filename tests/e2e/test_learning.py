@@ -32,7 +32,6 @@ from hack.learnmodel import PROMPT_CHARACTERS, TRAFFIC, LearningModels, prompts
 from hack.podengine import Fleet, PodEngine
 from hack.podtrainer import Trainers
 from specinfer_operator.measure.window import Counts
-from tests.e2e.conftest import Operator
 from tests.e2e.test_acceptance import engine_counts
 from tests.e2e.test_operator import apply, resource, wait_ready
 from tests.e2e.test_rollback import events
@@ -55,26 +54,6 @@ def env(
     """The engines' environment with the learning target's model cache (engine_env marks the test as one with a
     real engine behind its pods)."""
     return environment(engine_venv, learning_models.hf_home, tmp_path / "engine")
-
-
-@pytest.fixture
-def learning_operator(cluster: Cluster, namespace: str, tmp_path: Path, no_shared_operator: None) -> Iterator[Operator]:
-    """An operator of this namespace under a tenant policy that allows learning, which the default refuses."""
-    name = f"{namespace}-learning"
-    policy = {
-        "apiVersion": "specinfer.io/v1alpha1",
-        "kind": "SpeculativeInferencePolicy",
-        "metadata": {"name": name},
-        "spec": {"learningAllowed": True},
-    }
-    cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(policy))
-    handle = Operator(cluster.kubeconfig, tmp_path / "operator", "--namespace", namespace, "--tenant-policy", name)
-    handle.start()
-    try:
-        yield handle
-    finally:
-        handle.stop()
-        cluster.kubectl("delete", "speculativeinferencepolicy", name, "--wait=false", check=False)
 
 
 def recorded_times(claim: Path) -> list[int]:

@@ -168,7 +168,7 @@ def said_about(cluster: Cluster, namespace: str, name: str) -> str:
 
 
 def test_only_the_trainers_own_words_from_the_jobs_own_pod_reach_the_status(
-    cluster: Cluster, namespace: str, operator: Operator, volumes: list[str]
+    cluster: Cluster, namespace: str, learning_operator: Operator, volumes: list[str]
 ) -> None:
     completed, failed = "learner", "failing"
     owners = {name: ready_learner(cluster, namespace, volumes, name) for name in (completed, failed)}
@@ -232,7 +232,7 @@ def test_only_the_trainers_own_words_from_the_jobs_own_pod_reach_the_status(
 
 
 def test_a_job_of_the_runs_name_that_another_made_is_left_untouched_and_reported(
-    cluster: Cluster, namespace: str, operator: Operator, volumes: list[str]
+    cluster: Cluster, namespace: str, learning_operator: Operator, volumes: list[str]
 ) -> None:
     name = "learner"
     ready_learner(cluster, namespace, volumes, name)
