@@ -193,7 +193,7 @@ async def on_resource_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> 
     metadata: dict[str, Any] = body.get("metadata") or {}
     if event.get("type") == "DELETED":
         ctx: Context = memo["ctx"]
-        ctx.forget(str(metadata.get("uid") or ""))
+        ctx.forget(str(metadata.get("namespace") or ""), str(metadata.get("uid") or ""))
     if event.get("type") != "DELETED" and CANARY_ACTION_ANNOTATION in (metadata.get("annotations") or {}):
         refreshes: Refreshes = memo["refreshes"]
         refreshes.schedule((metadata.get("namespace", ""), metadata.get("name", "")))
