@@ -78,6 +78,12 @@ def controller(meta: dict[str, Any]) -> dict[str, Any] | None:
     return next((r for r in meta.get("ownerReferences") or [] if r.get("controller") is True), None)
 
 
+def maker(ref: dict[str, Any]) -> bool:
+    """Whether a pod's controller reference is of a kind that makes engine pods from a template (the first
+    link of every chain): a pod whose controller is anything else is nobody's, whatever it names."""
+    return ref.get("apiVersion") == "apps/v1" and ref.get("kind") in MAKERS
+
+
 def controlled_by(obj: dict[str, Any] | None, uid: str | None) -> bool:
     """Whether `obj`'s controller is the object with this uid."""
     ref = controller((obj or {}).get("metadata") or {})
