@@ -5,7 +5,8 @@ with up to 1.5 MiB of labels and 256 KiB of annotations: kept whole, one such po
 So only what the status reads is kept, each piece bounded, and only of pods whose controller is of a kind
 that makes engine pods (a ReplicaSet or a StatefulSet). Whether the chain above that controller ends at the
 resource costs API reads, which the index must not make (kopf runs it for every pod event, before any
-handler): it is verified before the pod is used (`context.observe`, by `Ownership.pod_resource`), and what is kept meanwhile is bounded.
+handler): it is verified before the pod is used (`context.observe`, by `Ownership.pod_resource`), and what
+is kept meanwhile is bounded.
 
 What a pod's creator writes (labels, annotations, owner references) is kept to the keys the operator
 reads, each no longer than the API server allows a real one: a few KiB whatever the pod carries. What the
