@@ -156,10 +156,10 @@ class Context:
             )
         return None
 
-    def forget(self, uid: str) -> None:
+    def forget(self, namespace: str, uid: str) -> None:
         """The resource of this uid was deleted: what was kept of its children goes with them."""
         self.owned.forget(uid)
-        self.ownership.forget(uid)
+        self.ownership.forget(namespace, uid)
 
     def lock(self, namespace: str, name: str) -> ResourceLock:
         """One resource at a time: kopf handles events of its pods concurrently, and each publishes status."""

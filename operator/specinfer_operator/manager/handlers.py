@@ -12,6 +12,7 @@ from specinfer_operator.api.labels import CANARY_ACTION_ANNOTATION, CHILD_LABELS
 from specinfer_operator.api.resource import GROUP, PLURAL, VERSION
 from specinfer_operator.controller.conditions import GROUPS_MISSING, REFUSED
 from specinfer_operator.controller.context import Context
+from specinfer_operator.controller.pods import MAX_VALUE, kept
 from specinfer_operator.controller.pool import CRD_MISSING, POOL_CONDITION
 from specinfer_operator.controller.reconcile import reconcile
 from specinfer_operator.controller.refresh import Refreshes
@@ -81,16 +82,13 @@ def nodes(body: kopf.Body, name: str, **_: Any) -> dict[str, dict[str, Any]]:
 @kopf.index("v1", "pods", labels=CHILD_LABELS)
 def engine_pods(body: kopf.Body, namespace: str | None, **_: Any) -> dict[tuple[str, str], dict[str, Any]]:
     """Each resource's pods, as the status reads them. kopf fills its indexes before any handler runs, so
-    a refresh reads them complete from memory instead of listing the namespace's pods."""
+    a refresh reads them complete from memory instead of listing the namespace's pods. Only what the status
+    reads is kept, bounded (controller/pods.py): anyone who may create a pod may carry these labels."""
     owner = body.metadata.labels.get(INSTANCE_LABEL)
-    if not owner or not namespace:
+    if not owner or not namespace or len(owner) > MAX_VALUE:
         return {}
-    keys = ("name", "namespace", "labels", "annotations", "deletionTimestamp", "ownerReferences")
-    metadata = {k: body.metadata.get(k) for k in keys}
-    # Of the spec, what the status needs: whose words its containers' termination messages are.
-    kept = ("name", "terminationMessagePolicy")
-    containers = [{k: c.get(k) for k in kept} for c in body.spec.get("containers") or []]
-    return {(namespace, owner): {"metadata": metadata, "spec": {"containers": containers}, "status": dict(body.status)}}
+    pod = kept(dict(body))
+    return {} if pod is None else {(namespace, owner): pod}
 
 
 def _context(memo: kopf.Memo, kwargs: dict[str, Any]) -> Context:
@@ -193,7 +191,7 @@ async def on_resource_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> 
     metadata: dict[str, Any] = body.get("metadata") or {}
     if event.get("type") == "DELETED":
         ctx: Context = memo["ctx"]
-        ctx.forget(str(metadata.get("uid") or ""))
+        ctx.forget(str(metadata.get("namespace") or ""), str(metadata.get("uid") or ""))
     if event.get("type") != "DELETED" and CANARY_ACTION_ANNOTATION in (metadata.get("annotations") or {}):
         refreshes: Refreshes = memo["refreshes"]
         refreshes.schedule((metadata.get("namespace", ""), metadata.get("name", "")))

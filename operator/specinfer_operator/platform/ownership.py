@@ -20,6 +20,12 @@ counts as a resource's engine only when all of this holds:
 Each link is read once from the API and kept (a uid names one object for its whole life); a template that
 does not match a pod it claims is read again, at most every REREAD_SECONDS, since a StatefulSet's template
 changes in place (the telemetry loop asks again every round). A steady fleet costs no requests.
+
+What is kept is the namespace's own: links are keyed by namespace and uid, and each remembers the name it
+was read by. A reference is followed only in its pod's namespace, so a pod elsewhere that names a victim's
+ReplicaSet uid under a missing name leaves a dead end in its own namespace, not in the victim's; and within
+one namespace, a dead end read under one name is read again for a reference by another (the object of that
+uid has only one), while a live link read under its real name refuses a reference by any other, unread.
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ MAX_DEPTH = max(len(c) for c in CHAINS) + 1
 KEEP = 10_000  # links remembered; the oldest go first
 RETRY_SECONDS = 60.0  # a link that could not be followed is read again after this long
 REREAD_SECONDS = 10.0  # a template that does not match a pod it claims is read again after this long
+Key = tuple[str, str]  # (namespace, uid): an object's uid is only ever looked up in its own namespace
 SERVICE_ACCOUNT_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 GROUP_ENV_PREFIX = "LWS_"
 
@@ -69,6 +76,12 @@ GROUP_ENV_PREFIX = "LWS_"
 def controller(meta: dict[str, Any]) -> dict[str, Any] | None:
     """The controller reference in an object's metadata, if it has one."""
     return next((r for r in meta.get("ownerReferences") or [] if r.get("controller") is True), None)
+
+
+def maker(ref: dict[str, Any]) -> bool:
+    """Whether a pod's controller reference is of a kind that makes engine pods from a template (the first
+    link of every chain): a pod whose controller is anything else is nobody's, whatever it names."""
+    return ref.get("apiVersion") == "apps/v1" and ref.get("kind") in MAKERS
 
 
 def controlled_by(obj: dict[str, Any] | None, uid: str | None) -> bool:
@@ -143,6 +156,7 @@ def runs_of(obj: dict[str, Any]) -> Runs:
 class Link:
     """What was read of one object of a chain."""
 
+    name: str  # the name it was read by: the name of the object of its uid, if it was found
     above: dict[str, Any] | None  # its controller reference
     runs: Runs | None  # a pod's; a ReplicaSet's or StatefulSet's template's
     until: float  # when it is read again: a dead end after RETRY_SECONDS, a template after REREAD_SECONDS
@@ -153,15 +167,15 @@ class Ownership:
 
     def __init__(self, kube: Kube, clock: Callable[[], float] = time.monotonic) -> None:
         self.kube, self.clock = kube, clock
-        self._links: OrderedDict[str, Link] = OrderedDict()  # by uid
-        self._under: dict[str, set[str]] = {}  # the links of the chains that end at a resource, by its uid
+        self._links: OrderedDict[Key, Link] = OrderedDict()  # by namespace and uid
+        self._under: dict[Key, set[Key]] = {}  # the links of the chains that end at a resource, by its key
         self._guard = threading.Lock()
 
     def resource_of(self, namespace: str, ref: dict[str, Any] | None, runs: Runs, engine: bool) -> str | None:
         """The uid of the SpeculativeInference that made a pod, or None: `ref` is the pod's controller reference
         and `runs` what it runs; with `engine`, its engine must be the template's too (its figures count)."""
         kinds: list[str] = []
-        walked: list[str] = []
+        walked: list[Key] = []
         below: Runs | None = runs
         for _ in range(MAX_DEPTH):
             if ref is None:
@@ -171,7 +185,7 @@ class Ownership:
                 if not top or tuple(kinds) not in CHAINS:
                     return None
                 with self._guard:
-                    self._under.setdefault(top, set()).update(walked)
+                    self._under.setdefault((namespace, top), set()).update(walked)
                 return top
             kind = str(ref.get("kind"))
             link = self._link(namespace, ref)
@@ -185,16 +199,16 @@ class Ownership:
                     if link is None or link.runs is None or not below.claimed_by(link.runs, engine):
                         return None
             kinds.append(kind)
-            walked.append(str(ref.get("uid")))
+            walked.append((namespace, str(ref.get("uid"))))
             below = link.runs if kind == "Pod" else None
             ref = link.above
         return None
 
-    def forget(self, resource: str) -> None:
-        """The resource of this uid was deleted, and the objects of its chains with it."""
+    def forget(self, namespace: str, resource: str) -> None:
+        """The resource of this uid in `namespace` was deleted, and the objects of its chains with it."""
         with self._guard:
-            for uid in self._under.pop(resource, set()):
-                self._links.pop(uid, None)
+            for key in self._under.pop((namespace, resource), set()):
+                self._links.pop(key, None)
 
     def pod_resource(self, namespace: str, pod: dict[str, Any]) -> str | None:
         """resource_of a pod, as the status counts it (its engine is not compared)."""
@@ -204,28 +218,36 @@ class Ownership:
     def _link(self, namespace: str, ref: dict[str, Any], stale: bool = False) -> Link | None:
         """What `ref` names, read once (a dead end again after a while; with `stale`, again if it was read
         more than REREAD_SECONDS ago); None for a kind no chain has."""
-        uid = str(ref.get("uid") or "")
+        uid, name = str(ref.get("uid") or ""), str(ref.get("name"))
         plural = LINKS.get((str(ref.get("apiVersion")), str(ref.get("kind"))))
         if plural is None or not uid:
             return None
+        key = (namespace, uid)
         with self._guard:
-            known = self._links.get(uid)
+            known = self._links.get(key)
         now = self.clock()
+        if known is not None and known.name != name:
+            if known.above is not None:
+                return None  # the object of this uid is known by another name: this reference names nothing
+            known = None  # a dead end under another name says nothing of this one
         if known is not None and ((known.above is not None and not stale) or known.until > now):
             return known
         try:
-            obj = self.kube.get(str(ref["apiVersion"]), plural, namespace, str(ref.get("name")))
+            obj = self.kube.get(str(ref["apiVersion"]), plural, namespace, name)
         except ApiException as error:
-            log.warning("cannot read %s %s/%s: %s", ref.get("kind"), namespace, ref.get("name"), error.reason)
+            log.warning("cannot read %s %s/%s: %s", ref.get("kind"), namespace, name, error.reason)
             obj = None
         meta = (obj or {}).get("metadata") or {}
         if obj is None or meta.get("uid") != uid:
-            link = Link(None, None, now + RETRY_SECONDS)
+            link = Link(name, None, None, now + RETRY_SECONDS)
         else:
-            link = Link(controller(meta), runs_of({"kind": ref.get("kind"), **obj}), now + REREAD_SECONDS)
+            link = Link(name, controller(meta), runs_of({"kind": ref.get("kind"), **obj}), now + REREAD_SECONDS)
         with self._guard:
-            self._links[uid] = link
-            self._links.move_to_end(uid)
+            held = self._links.get(key)
+            if link.above is None and held is not None and held.above is not None and held.name != name:
+                return link  # a live link read meanwhile under the real name is not replaced by a dead end
+            self._links[key] = link
+            self._links.move_to_end(key)
             while len(self._links) > KEEP:
                 self._links.popitem(last=False)
         return link

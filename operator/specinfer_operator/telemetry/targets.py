@@ -18,6 +18,7 @@ from specinfer_operator.api.labels import CONFIG_HASH_ANNOTATION
 from specinfer_operator.api.rollout import CanarySettings
 from specinfer_operator.api.service import TelemetrySettings
 from specinfer_operator.controller.conditions import CANARY
+from specinfer_operator.controller.pods import MAX_NAME, MAX_VALUE, REFERENCE
 from specinfer_operator.measure.scrape import Endpoint
 from specinfer_operator.measure.window import History
 from specinfer_operator.platform.ownership import Runs, controller
@@ -72,7 +73,8 @@ def _started(pod: dict[str, Any]) -> float | None:
 
 def target_of(pod: dict[str, Any]) -> Target | None:
     """The pod as a scrape target, or None while it cannot answer (not Ready, no IP, terminating), runs no
-    configuration, or has no address of its own (the host's network)."""
+    configuration, or has no address of its own (the host's network). What is kept is bounded: a config hash
+    or controller reference longer than the operator's can be names nothing."""
     meta, status = pod.get("metadata", {}), pod.get("status", {})
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", []))
     config_hash = (meta.get("annotations") or {}).get(CONFIG_HASH_ANNOTATION)
@@ -80,12 +82,14 @@ def target_of(pod: dict[str, Any]) -> Target | None:
     own_address = not (pod.get("spec") or {}).get("hostNetwork") and address != status.get("hostIP")
     if not ready or not address or not own_address or meta.get("deletionTimestamp") or not config_hash:
         return None
+    if len(str(config_hash)) > MAX_VALUE:
+        return None  # no configuration the operator renders: kept, it would cost what its writer chose
     if not serves(pod):
         return None  # a group's workers run headless: its leader serves, and exports the group's figures
     restarts = sum(int(c.get("restartCount", 0)) for c in status.get("containerStatuses", []))
     ref = controller(meta)
     owner = None
-    if ref is not None:
+    if ref is not None and all(len(str(ref.get(k, ""))) <= MAX_NAME for k in REFERENCE):  # else nobody's
         owner = (str(ref.get("apiVersion")), str(ref.get("kind")), str(ref.get("name")), str(ref.get("uid")))
     return Target(
         pod=meta["name"],

@@ -51,10 +51,13 @@ class Store:
 
     def __init__(self, *objects: dict[str, Any]) -> None:
         self.objects = {(o["kind"].lower() + "s", o["metadata"]["name"]): o for o in objects}
+        self.elsewhere: dict[str, Store] = {}  # other namespaces' objects, by namespace
         self.reads = 0
 
     def get(self, api_version: str, plural: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         self.reads += 1
+        if namespace != NS:
+            return self.elsewhere[str(namespace)].objects.get((plural, name)) if namespace in self.elsewhere else None
         return self.objects.get((plural, name))
 
 
@@ -175,6 +178,45 @@ def test_a_deleted_resources_chains_are_forgotten() -> None:
     owners = ownership(store)
     assert owners.pod_resource(NS, pod(ref("ReplicaSet", "web-6d8f9c"), HASH)) == "uid-web"
     reads = store.reads
-    owners.forget("uid-web")
+    owners.forget(NS, "uid-web")
     assert owners.pod_resource(NS, pod(ref("ReplicaSet", "web-6d8f9c"), HASH)) == "uid-web"
     assert store.reads == reads + 2  # its ReplicaSet and Deployment were read again: nothing was kept of them
+
+
+def missing(kind: str, name: str, like: str) -> dict[str, Any]:
+    """A controller reference naming the uid of `like` under a name nothing has."""
+    return {**ref(kind, name), "uid": ref(kind, like)["uid"]}
+
+
+def test_a_pod_elsewhere_naming_a_victims_replicaset_uid_leaves_the_victims_pods_counted() -> None:
+    store = deployment_chain()
+    store.elsewhere["team-b"] = Store()
+    owners = ownership(store)
+    forged = pod(missing("ReplicaSet", "gone", like="web-6d8f9c"), HASH)
+    forged["metadata"]["namespace"] = "team-b"
+    assert owners.pod_resource("team-b", forged) is None
+    assert engine_of(owners, pod(ref("ReplicaSet", "web-6d8f9c"), HASH)) == "uid-web"
+    assert owners.pod_resource(NS, pod(ref("ReplicaSet", "web-6d8f9c"), HASH)) == "uid-web"
+
+
+def test_a_dead_end_under_a_missing_name_does_not_hide_the_real_replicaset_in_its_namespace() -> None:
+    store = deployment_chain()
+    owners = ownership(store)
+    forged = pod(missing("ReplicaSet", "gone", like="web-6d8f9c"), HASH)
+    assert owners.pod_resource(NS, forged) is None
+    assert owners.pod_resource(NS, pod(ref("ReplicaSet", "web-6d8f9c"), HASH)) == "uid-web"
+    reads = store.reads
+    for _ in range(3):  # the real link is kept: the forged reference is refused without a read
+        assert owners.pod_resource(NS, forged) is None
+        assert owners.pod_resource(NS, pod(ref("ReplicaSet", "web-6d8f9c"), HASH)) == "uid-web"
+    assert store.reads == reads
+
+
+def test_one_namespaces_chains_are_not_forgotten_with_another_namespaces_resource() -> None:
+    store = deployment_chain()
+    owners = ownership(store)
+    assert owners.pod_resource(NS, pod(ref("ReplicaSet", "web-6d8f9c"), HASH)) == "uid-web"
+    reads = store.reads
+    owners.forget("team-b", "uid-web")  # a resource of that uid elsewhere (a forged reference's) was deleted
+    assert owners.pod_resource(NS, pod(ref("ReplicaSet", "web-6d8f9c"), HASH)) == "uid-web"
+    assert store.reads == reads

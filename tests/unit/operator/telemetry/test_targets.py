@@ -96,3 +96,12 @@ def test_only_the_current_configuration_is_measured() -> None:
         assert target is not None
         watched.targets[name] = target
     assert sorted(t.pod for t in watched.current()) == ["new-1", "new-2"]
+
+
+def test_what_a_target_keeps_is_bounded_whatever_the_pod_writes() -> None:
+    assert target_of(pod("a", config_hash="h" * 250_000)) is None
+    forged = pod("a")
+    forged["metadata"]["ownerReferences"][0]["name"] = "n" * 250_000
+    target = target_of(forged)
+    assert target is not None
+    assert target.controller is None  # refused as foreign before any scrape
