@@ -141,7 +141,7 @@ def record(directory: Path, texts: list[str], now: float) -> None:
 def _train_head(target_dir: Path, start: Path, claim: Path) -> Path:
     """specinfer-train's first generation from TRAFFIC, recorded as the engines' recorder records it."""
     now = time.time()
-    record(claim / "samples", prompts()[0], now)
+    record(claim / "samples" / "engine-0", prompts()[0], now)
     run = job.TrainingRun(
         generation=1,
         target=str(target_dir),

@@ -72,7 +72,7 @@ def learned(
     traffic, held_out = prompts()
     root = tmp_path_factory.mktemp("claim")
     recorder = {
-        samples.DIR_ENV: str(root / "samples"),
+        samples.DIR_ENV: str(root / "samples" / "engine-0"),  # the pod's own directory, as its mount shows it
         samples.PERCENT_ENV: "100",
         samples.MAX_BYTES_ENV: "64Mi",
         samples.POD_ENV: "engine-0",
