@@ -304,6 +304,24 @@ def eager_operator(cluster: Cluster, namespace: str, tmp_path: Path, no_shared_o
         handle.stop()
 
 
+def bind_claim(cluster: Cluster, volume: str, namespace: str, claim: str) -> None:
+    """A PersistentVolume `volume` bound in advance to the claim the operator will make (the local cluster has
+    no provisioner; kwok mounts nothing: the harnesses use a directory of the test for the claim)."""
+    persistent = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": volume},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "e2e",
+            "hostPath": {"path": f"/data/{volume}"},
+            "claimRef": {"namespace": namespace, "name": claim},
+        },
+    }
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(persistent))
+
+
 @pytest.fixture
 def learning_operator(cluster: Cluster, namespace: str, tmp_path: Path, no_shared_operator: None) -> Iterator[Operator]:
     """An operator of this namespace under a tenant policy that allows learning, which the default refuses."""

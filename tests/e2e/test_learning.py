@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from hack.claims import claim_directory
 from hack.engine import MAX_MODEL_LEN, SERVED_NAME, engine_python, environment
@@ -32,6 +31,7 @@ from hack.learnmodel import PROMPT_CHARACTERS, TRAFFIC, LearningModels, prompts
 from hack.podengine import Fleet, PodEngine
 from hack.podtrainer import Trainers
 from specinfer_operator.measure.window import Counts
+from tests.e2e.conftest import bind_claim
 from tests.e2e.test_acceptance import engine_counts
 from tests.e2e.test_operator import apply, resource, wait_ready
 from tests.e2e.test_rollback import events
@@ -261,20 +261,7 @@ def test_a_draft_trained_on_poisoned_samples_is_rolled_back_and_never_learned_ag
 
 @pytest.fixture
 def claim_volume(cluster: Cluster, namespace: str) -> Iterator[None]:
-    """A PersistentVolume bound in advance to the claim the operator will make (the local cluster has no
-    provisioner; kwok mounts nothing: the harnesses use a directory of the test for the claim); removed after."""
-    volume = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": f"{namespace}-learning"},
-        "spec": {
-            "capacity": {"storage": "1Gi"},
-            "accessModes": ["ReadWriteMany"],
-            "storageClassName": "e2e",
-            "hostPath": {"path": f"/data/{namespace}-learning"},
-            "claimRef": {"namespace": namespace, "name": f"{NAME}-learning"},
-        },
-    }
-    cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(volume))
+    """The learning claim's volume, bound in advance (bind_claim); removed after."""
+    bind_claim(cluster, f"{namespace}-learning", namespace, f"{NAME}-learning")
     yield
     cluster.kubectl("delete", "persistentvolume", f"{namespace}-learning", "--wait=false", check=False)

@@ -21,7 +21,7 @@ import yaml
 from hack.kubeclient import Cluster, wait_until
 from specinfer_operator.learning.draft import draft_label
 from specinfer_operator.render.training import pod_labels
-from tests.e2e.conftest import Operator
+from tests.e2e.conftest import Operator, bind_claim
 from tests.e2e.test_operator import apply, resource, wait_ready
 
 CREDENTIAL = "postgres://app:hunter22@db.internal/prompts"
@@ -54,19 +54,7 @@ def volumes(cluster: Cluster, namespace: str) -> Iterator[list[str]]:
 
 
 def ready_learner(cluster: Cluster, namespace: str, volumes: list[str], name: str) -> dict[str, Any]:
-    volume = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": f"{namespace}-{name}"},
-        "spec": {
-            "capacity": {"storage": "1Gi"},
-            "accessModes": ["ReadWriteMany"],
-            "storageClassName": "e2e",
-            "hostPath": {"path": f"/data/{namespace}-{name}"},
-            "claimRef": {"namespace": namespace, "name": f"{name}-learning"},
-        },
-    }
-    cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(volume))
+    bind_claim(cluster, f"{namespace}-{name}", namespace, f"{name}-learning")
     volumes.append(name)
     apply(cluster, namespace, name, spec())
     return wait_ready(cluster, namespace, name, timeout=180)
