@@ -15,13 +15,14 @@ import socket
 import subprocess
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client, config
 
+from hack.controlplane.nodes import NPU_RESOURCE
 from hack.hostile import Server
 from hack.kubeclient import Cluster, wait_until
 
@@ -43,6 +44,45 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "engine_env" in getattr(item, "fixturenames", ()):
             item.add_marker(REAL_ENGINE)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failed test's report ends with the cluster's state then: whether each node was Ready (or tainted) and
+    which pods held NPUs, so that a failure seen only in CI's log says whether the nodes or a neighbour were the
+    cause."""
+    report = yield
+    handle = getattr(item, "funcargs", {}).get("cluster")
+    if report.failed and call.when == "call" and isinstance(handle, Cluster):
+        report.sections.append(("cluster state at the failure", cluster_state(handle)))
+    return report
+
+
+def cluster_state(cluster: Cluster) -> str:
+    """Nodes (Ready, taints) and the pods that request NPUs, one line each; what could not be read, said."""
+    lines = []
+    try:
+        for node in cluster.get("nodes")["items"]:
+            conditions: list[dict[str, str]] = node["status"].get("conditions", [])
+            ready = next((c for c in conditions if c["type"] == "Ready"), {})
+            taints = [t["key"] for t in node["spec"].get("taints", [])]
+            lines.append(f"node {node['metadata']['name']}: Ready={ready.get('status')} taints={taints}")
+        for pod in cluster.get("pods", "--all-namespaces")["items"]:
+            asked = sum(
+                int(c.get("resources", {}).get("requests", {}).get(NPU_RESOURCE, 0)) for c in pod["spec"]["containers"]
+            )
+            if asked:
+                meta = pod["metadata"]
+                gone = " terminating" if meta.get("deletionTimestamp") else ""
+                lines.append(
+                    f"pod {meta['namespace']}/{meta['name']}: {asked} NPUs on {pod['spec'].get('nodeName')}"
+                    f" {pod['status'].get('phase')}{gone}"
+                )
+    except (AssertionError, subprocess.SubprocessError, KeyError, ValueError) as failure:
+        lines.append(f"(not read: {failure})")
+    return "\n".join(lines)
 
 
 ROOT = Path(__file__).resolve().parents[2]

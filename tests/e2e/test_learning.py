@@ -106,6 +106,19 @@ def observed(cluster: Cluster, namespace: str) -> dict[str, Any]:
     return dict((resource(cluster, namespace, NAME)["status"].get("speculation") or {}).get("observed") or {})
 
 
+def on_its_canary(cluster: Cluster, namespace: str) -> dict[str, Any]:
+    """Generation 1 once it reached its canary; a run that failed on the way fails the test at once, with
+    status.learning as it was (as does a wait that ends without it)."""
+    ended = wait_until(
+        "generation 1 on its canary",
+        lambda: generation(cluster, namespace, 1, ("Canary", "Failed", "RolledBack", "Promoted")),
+        TRAINED,
+        state=lambda: f"status.learning: {json.dumps(learning_of(cluster, namespace))}",
+    )
+    assert ended["phase"] == "Canary", learning_of(cluster, namespace)
+    return dict(ended)
+
+
 def canary_of(cluster: Cluster, namespace: str) -> dict[str, Any]:
     return dict(
         wait_until(
@@ -146,9 +159,7 @@ def test_a_draft_learns_from_the_traffic_it_serves(
 
         # The traffic is recorded; enough of it starts a run, whose draft goes to its canary.
         fleet.traffic(stable, rounds=1)
-        trained = wait_until(
-            "generation 1 on its canary", lambda: generation(cluster, namespace, 1, ("Canary",)), TRAINED
-        )
+        trained = on_its_canary(cluster, namespace)
         assert trained["samples"] >= 40, trained
         recorded = list((claim_directory(tmp_path, f"{NAME}-learning") / "samples").glob("*/*"))
         assert recorded, "the engines recorded nothing on the claim"
@@ -220,9 +231,7 @@ def test_a_draft_trained_on_poisoned_samples_is_rolled_back_and_never_learned_ag
         wait_until("the pod measured", lambda: observed(cluster, namespace).get("podsMeasured"))
         for prompt in junk(TRAFFIC):
             fleet.of(stable)[0].complete(prompt, SERVED_NAME, max_tokens=1)
-        trained = wait_until(
-            "generation 1 on its canary", lambda: generation(cluster, namespace, 1, ("Canary",)), TRAINED
-        )
+        trained = on_its_canary(cluster, namespace)
         assert trained["samples"] == TRAFFIC, trained
         canary = canary_of(cluster, namespace)
         fleet.serve({stable: 1, canary["configHash"]: 1})
