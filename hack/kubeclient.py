@@ -23,6 +23,7 @@ TRANSPORT_FAILURES = (
     "unexpected EOF",
 )
 ATTEMPTS = 3
+SLOW_WAIT = 30  # seconds: a wait this long is reported, so that a test that fails later says where time went
 
 
 @dataclass
@@ -78,10 +79,13 @@ def wait_until(
 ) -> Any:
     """Poll `check` until it returns something truthy; fail with `what` after `timeout` seconds, and with what
     `state` says then, if given (what the test saw, to explain the failure)."""
-    deadline = time.monotonic() + timeout
+    start = time.monotonic()
+    deadline = start + timeout
     while True:
         value = check()
         if value:
+            if (waited := time.monotonic() - start) > SLOW_WAIT:
+                print(f"waited {waited:.0f}s for {what}", file=sys.stderr)  # shown with a failure of the test
             return value
         if time.monotonic() > deadline:
             seen = f" ({state()})" if state is not None else ""

@@ -33,6 +33,7 @@ PORT_KEYS = [
 # take minutes and would measure the controller-manager, not the operator under test. At 500 QPS
 # (burst 1000 for the first wave) they take seconds; the local apiserver serves that easily.
 KUBE_API_QPS, KUBE_API_BURST = 500, 1000
+NODE_GRACE = "5m"  # kube-controller-manager's --node-monitor-grace-period (see controller_manager_argv)
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
 
 
@@ -191,6 +192,10 @@ def controller_manager_argv(state: StateDir, p: dict[str, int]) -> list[str]:
         "--allocate-node-cidrs=false",
         f"--kube-api-qps={KUBE_API_QPS}",
         f"--kube-api-burst={KUBE_API_BURST}",
+        # kwok renews every fake node's Lease from one process: on two cores busy with real engines its
+        # renewals can come late, and a node past the grace period (default 50 s) is tainted not-ready, which
+        # no pod of the tests tolerates. No test takes a node down, so a late renewal must not either.
+        f"--node-monitor-grace-period={NODE_GRACE}",
         "--profiling=false",
         "--v=1",
     ]
