@@ -140,6 +140,8 @@ class PodWatches:
         for watch in self.watches:
             watch.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 5.0) -> None:
         for watch in self.watches:
             watch.stop()
+        for watch in self.watches:
+            watch.join(timeout)

@@ -162,9 +162,12 @@ class Watch:
             self._thread = threading.Thread(target=self.run, name=f"watch {self.name}", daemon=True)
             self._thread.start()
 
-    def stop(self, timeout: float = 5.0) -> None:
+    def stop(self) -> None:
+        """Stop watching: the read under way ends (its thread, a daemon, is not waited for: see `join`)."""
         self._stopping.set()
         self.source.interrupt()
+
+    def join(self, timeout: float) -> None:
         if self._thread is not None:
             self._thread.join(timeout)
 
