@@ -33,6 +33,8 @@ RETRY_SECONDS = 30
 # A group refused for want of LeaderWorkerSet, and a pool for want of its CRD, more often: the check is one
 # discovery request, shared by every resource (Context.serves).
 GROUPS_RETRY_SECONDS = 10
+# The pods are listed again this long after a failed list at start (kopf's default: 60 s).
+STARTUP_RETRY_SECONDS = 5
 
 
 @kopf.on.startup()
@@ -55,18 +57,21 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.scanning.disabled = True
 
 
+@kopf.on.startup(backoff=STARTUP_RETRY_SECONDS)
+def watch_pods(memo: kopf.Memo, **_: Any) -> None:
+    """List the labelled pods before any handler runs, as kopf's index did, then watch them in threads; a
+    list that fails (the API server away) is tried again, and the operator starts once all have been read."""
+    pods: PodWatches = memo["pods"]
+    pods.start()
+    ctx: Context = memo["ctx"]
+    ctx.pods = pods.index  # complete from now on; until then, a refresh (the telemetry's) lists the pods
+
+
 @kopf.on.startup()
 def start_telemetry(memo: kopf.Memo, **_: Any) -> None:
     telemetry: Telemetry = memo["telemetry"]
     if telemetry.config.interval > 0:
         telemetry.start()
-
-
-@kopf.on.startup()
-def watch_pods(memo: kopf.Memo, **_: Any) -> None:
-    """List the labelled pods before any handler runs, as kopf's index did, then watch them in threads."""
-    pods: PodWatches = memo["pods"]
-    pods.start()
 
 
 @kopf.on.cleanup()

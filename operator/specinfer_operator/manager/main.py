@@ -112,7 +112,6 @@ def run(settings: Settings) -> None:
     refreshes = Refreshes(ctx)
     telemetry = Telemetry(kube, ctx.lock, settings.scrape, ctx.now, ctx.ownership, refreshes)
     pods = PodWatches(kube, settings.namespaces, telemetry.pod_event, refreshes.schedule)
-    ctx.pods = pods.index
     health.loop = asyncio.new_event_loop()
     kopf.run(
         loop=health.loop,
