@@ -17,11 +17,12 @@ from collections.abc import Callable
 from typing import Any
 
 # A document's bytes, at most. Above what the API server stores of a pod (etcd refuses a write over 1.5 MiB),
-# so that every pod the operator renders fits, whatever its spec: a real engine pod is 7 to 20 KiB.
+# so that every pod the operator renders fits, whatever its spec: a real engine pod's event is 7 to 10 KiB.
 MAX_DOCUMENT_BYTES = 2 * 2**20
 # A document's JSON values, at most: the count of Python objects a parse makes, which the bytes do not bound
-# (a label `"k00001":""` is 12 bytes and two strings and a dict entry). A real engine pod's watch event, its
-# managed fields included, counts about 1,400 (tests/unit/operator/platform/test_jsonstream.py).
+# (a label `"k00001":""` is 12 bytes and two strings). A real engine pod's watch event, its managed fields
+# included, counts 450 to 750 (7 to 10 KiB); one whose spec has the 64 environment variables of 4 KiB the CRD
+# allows, 1,271 (270 KiB).
 MAX_VALUES = 16_384
 MAX_HEAD_BYTES = 64 * 1024  # a list's own fields (kind, metadata): a resourceVersion and a continue token
 
