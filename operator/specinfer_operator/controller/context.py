@@ -80,7 +80,7 @@ class Context:
     # Children are applied concurrently: order is irrelevant (a pod retries mounting its ConfigMap,
     # which exists long before any pod is scheduled) and each apply is a round trip.
     appliers: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(8, "apply"))
-    # Each resource's pods by (namespace, name), kept by the watch (kopf's index); None: list them.
+    # Each resource's pods by (namespace, name), kept by the pod watch (manager/podwatch.py); None: list them.
     pods: Mapping[tuple[str, str], Iterable[dict[str, Any]]] | None = None
     # Whether this operator may run engines over several nodes (its RBAC covers LeaderWorkerSets).
     groups_enabled: bool = True
@@ -162,7 +162,7 @@ class Context:
         self.ownership.forget(namespace, uid)
 
     def lock(self, namespace: str, name: str) -> ResourceLock:
-        """One resource at a time: kopf handles events of its pods concurrently, and each publishes status."""
+        """One resource at a time: its children's events come concurrently, and each publishes status."""
         with self._guard:
             return self._locks.setdefault((namespace, name), ResourceLock())
 
@@ -220,7 +220,7 @@ def draft_in(cr: SpeculativeInference) -> str:
 
 def observe(ctx: Context, body: dict[str, Any], kind: Kind, deployment: dict[str, Any] | None = None) -> Observed:
     """The resource's workload of `kind` (read unless given; one of that name it does not control is not
-    its own, and counts as none) and its pods: from the watch's index when kopf has handed it over, since
+    its own, and counts as none) and its pods: from the pod watch's index when the operator runs one, since
     listing a namespace's pods per refresh costs the API server O(pods) each time. Only pods it made count
     (their controller chain ends at it): a pod labelled as its own by anyone else must not make it Degraded
     or roll it back."""

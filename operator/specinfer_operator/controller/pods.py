@@ -1,11 +1,12 @@
-"""What the operator keeps of an engine pod between events, for the status (the kopf index `engine_pods`).
+"""What the operator keeps of an engine pod between events, for the status (the pod watch's index,
+manager/podwatch.py `PodIndex`).
 
 Anyone who may create a pod may label it as an engine of any resource of its namespace, Pending or not,
 with up to 1.5 MiB of labels and 256 KiB of annotations: kept whole, one such pod cost the operator 8.7 MiB.
 So only what the status reads is kept, each piece bounded, and only of pods whose controller is of a kind
 that makes engine pods (a ReplicaSet or a StatefulSet). Whether the chain above that controller ends at the
-resource costs API reads, which the index must not make (kopf runs it for every pod event, before any
-handler): it is verified before the pod is used (`context.observe`, by `Ownership.pod_resource`), and what
+resource costs API reads, which the index must not make (the watch runs it for every pod event, one at a
+time): it is verified before the pod is used (`context.observe`, by `Ownership.pod_resource`), and what
 is kept meanwhile is bounded.
 
 What a pod's creator writes (labels, annotations, owner references) is kept to the keys the operator

@@ -12,12 +12,12 @@ from specinfer_operator.api.labels import CANARY_ACTION_ANNOTATION, CHILD_LABELS
 from specinfer_operator.api.resource import GROUP, PLURAL, VERSION
 from specinfer_operator.controller.conditions import GROUPS_MISSING, REFUSED
 from specinfer_operator.controller.context import Context
-from specinfer_operator.controller.pods import MAX_VALUE, kept
 from specinfer_operator.controller.pool import CRD_MISSING, POOL_CONDITION
 from specinfer_operator.controller.reconcile import reconcile
 from specinfer_operator.controller.refresh import Refreshes
 from specinfer_operator.learning import loop as learning
 from specinfer_operator.manager.diffbase import BoundedDiffBaseStorage
+from specinfer_operator.manager.podwatch import PodWatches
 from specinfer_operator.render.admission import check
 from specinfer_operator.render.children import label_selector
 from specinfer_operator.telemetry.loop import Telemetry
@@ -33,6 +33,8 @@ RETRY_SECONDS = 30
 # A group refused for want of LeaderWorkerSet, and a pool for want of its CRD, more often: the check is one
 # discovery request, shared by every resource (Context.serves).
 GROUPS_RETRY_SECONDS = 10
+# The pods are listed again this long after a failed list at start (kopf's default: 60 s).
+STARTUP_RETRY_SECONDS = 5
 
 
 @kopf.on.startup()
@@ -47,12 +49,22 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.batching.batch_window = 0.01
     settings.execution.max_workers = WORKERS
     settings.persistence.consistency_timeout = CONSISTENCY_SECONDS
-    # Watch only our own children: the label filters below would otherwise apply to every pod in the cluster.
-    for resource in ("deployments", "pods"):
-        settings.watching.label_selectors[resource] = label_selector(CHILD_LABELS)
+    # Watch only our own children: the label filter below would otherwise apply to every Deployment in the
+    # cluster. Pods are watched apart, bounded (manager/podwatch.py).
+    settings.watching.label_selectors["deployments"] = label_selector(CHILD_LABELS)
     # Read the API's resource list once at start instead of watching CRDs and namespaces: the watched
     # namespaces are named exactly, and the RBAC then needs no cluster-wide read of either.
     settings.scanning.disabled = True
+
+
+@kopf.on.startup(backoff=STARTUP_RETRY_SECONDS)
+def watch_pods(memo: kopf.Memo, **_: Any) -> None:
+    """List the labelled pods before any handler runs, as kopf's index did, then watch them in threads; a
+    list that fails (the API server away) is tried again, and the operator starts once all have been read."""
+    pods: PodWatches = memo["pods"]
+    pods.start()
+    ctx: Context = memo["ctx"]
+    ctx.pods = pods.index  # complete from now on; until then, a refresh (the telemetry's) lists the pods
 
 
 @kopf.on.startup()
@@ -64,6 +76,7 @@ def start_telemetry(memo: kopf.Memo, **_: Any) -> None:
 
 @kopf.on.cleanup()
 def stop_background(memo: kopf.Memo, **_: Any) -> None:
+    memo["pods"].stop()
     memo["telemetry"].stop()
     memo["refreshes"].stop()
 
@@ -79,30 +92,12 @@ def nodes(body: kopf.Body, name: str, **_: Any) -> dict[str, dict[str, Any]]:
     }
 
 
-@kopf.index("v1", "pods", labels=CHILD_LABELS)
-def engine_pods(body: kopf.Body, namespace: str | None, **_: Any) -> dict[tuple[str, str], dict[str, Any]]:
-    """Each resource's pods, as the status reads them. kopf fills its indexes before any handler runs, so
-    a refresh reads them complete from memory instead of listing the namespace's pods. Only what the status
-    reads is kept, bounded (controller/pods.py): anyone who may create a pod may carry these labels."""
-    owner = body.metadata.labels.get(INSTANCE_LABEL)
-    if not owner or not namespace or len(owner) > MAX_VALUE:
-        return {}
-    pod = kept(dict(body))
-    return {} if pod is None else {(namespace, owner): pod}
-
-
-def _context(memo: kopf.Memo, kwargs: dict[str, Any]) -> Context:
-    ctx: Context = memo["ctx"]
-    ctx.pods = kwargs["engine_pods"]  # kopf passes each index by its name, to handlers only
-    return ctx
-
-
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
 def on_spec(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
     index: kopf.Index[str, dict[str, Any]] = kwargs["nodes"]
-    reconcile(dict(body), _context(memo, kwargs), [node for store in index.values() for node in store])
+    reconcile(dict(body), memo["ctx"], [node for store in index.values() for node in store])
 
 
 def _refused(*reasons: str, kinds: tuple[str, ...] = ("ConfigValid",)) -> Callable[..., bool]:
@@ -152,7 +147,7 @@ def retry_without_groups(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> Non
 def retry_without_pools(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
     """The InferencePool CRD may be installed at any time: then the pool is created, without an edit of the
     spec. The resource is reconciled only once the API serves pools (asked once for every resource)."""
-    if _context(memo, kwargs).pools_served():
+    if memo["ctx"].pools_served():
         on_spec(body=body, memo=memo, **kwargs)
 
 
@@ -164,9 +159,9 @@ def retry_without_pools(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None
     initial_delay=learning.INTERVAL,
     when=lambda spec, **_: spec.get("learning") is not None,
 )
-def learn(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
+def learn(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """spec.learning: count what was served, start training runs, hand trained drafts to their canary."""
-    ctx = _context(memo, kwargs)
+    ctx: Context = memo["ctx"]
     resource = dict(body)
     namespace, name = str(body.metadata.namespace), str(body.metadata.name)
     report = check(resource, policy=ctx.tenant_policy(), stored=True)
@@ -197,16 +192,10 @@ async def on_resource_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> 
         refreshes.schedule((metadata.get("namespace", ""), metadata.get("name", "")))
 
 
-@kopf.on.event("v1", "pods", labels=CHILD_LABELS)
-async def on_pod_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
-    """Keep the telemetry loop's scrape targets (Ready pods, their IPs and configurations) current."""
-    memo["telemetry"].pod_event(event.get("type"), dict(event["object"]))
-
-
 @kopf.on.event("apps", "v1", "deployments", labels=CHILD_LABELS)
-@kopf.on.event("v1", "pods", labels=CHILD_LABELS)
-async def on_child(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
-    """Refresh the owner's status (and correct drift) once the burst this event belongs to has passed.
+async def on_child(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """Refresh the owner's status (and correct drift) once the burst this event belongs to has passed; pod
+    events schedule the same refresh from the operator's own pod watch (manager/podwatch.py).
 
     LeaderWorkerSets are not watched: a group's status is counted from its pods, and any change to a
     LeaderWorkerSet that matters (its deletion, a new template or replica count) replaces pods, whose events
@@ -214,7 +203,6 @@ async def on_child(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
     uninstalled (kopf ends on the 404), and would need list and watch on them cluster-wide."""
     owner = body.get("metadata", {}).get("labels", {}).get(INSTANCE_LABEL)
     namespace = body.get("metadata", {}).get("namespace")
-    _context(memo, kwargs)
     if owner and namespace:
         refreshes: Refreshes = memo["refreshes"]
         refreshes.schedule((namespace, owner))

@@ -21,6 +21,7 @@ from specinfer_operator.controller.refresh import REFRESH_THREADS, Refreshes
 from specinfer_operator.manager import handlers  # registers the handlers
 from specinfer_operator.manager.endpoints import Endpoints, Health, health_handler, metrics_handler
 from specinfer_operator.manager.metricsauth import Decisions, kube_review
+from specinfer_operator.manager.podwatch import PodWatches
 from specinfer_operator.manager.serving import Limits, Server
 from specinfer_operator.manager.settings import Settings, parse
 from specinfer_operator.manager.tls import server_context
@@ -82,7 +83,7 @@ def run(settings: Settings) -> None:
         log_format=kopf.LogFormat.JSON if settings.log_format == "json" else kopf.LogFormat.FULL,
     )
     logging.getLogger().setLevel(settings.log_level.upper())
-    kube = Kube(api_client(handlers.WORKERS + API_THREADS))
+    kube = Kube(api_client(handlers.WORKERS + API_THREADS + max(1, len(settings.namespaces))))  # + pod watches
     health = Health(standby=settings.leader_election)
     endpoints(settings, kube.api, health).start()
     lost = threading.Event()
@@ -110,13 +111,14 @@ def run(settings: Settings) -> None:
     )
     refreshes = Refreshes(ctx)
     telemetry = Telemetry(kube, ctx.lock, settings.scrape, ctx.now, ctx.ownership, refreshes)
+    pods = PodWatches(kube, settings.namespaces, telemetry.pod_event, refreshes.schedule)
     health.loop = asyncio.new_event_loop()
     kopf.run(
         loop=health.loop,
         standalone=True,
         clusterwide=not settings.namespaces,
         namespaces=settings.namespaces,
-        memo=kopf.Memo(ctx=ctx, telemetry=telemetry, refreshes=refreshes),
+        memo=kopf.Memo(ctx=ctx, telemetry=telemetry, refreshes=refreshes, pods=pods),
     )
     if lost.is_set():
         raise SystemExit("lost leadership")

@@ -50,6 +50,12 @@ SCRAPE_SECONDS = Histogram(
     "Time to read and parse one engine pod's /metrics.",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
 )
+POD_EVENTS_REFUSED = Counter(
+    "specinfer_pod_events_refused",
+    "Pod watch events and list items dropped unread, by reason: too_large (bytes), too_many_values (JSON "
+    "values), unreadable (not JSON). Only a pod labelled as the operator's but larger than any it renders is.",
+    ["reason"],
+)
 STATUS_WRITES = Counter(
     "specinfer_status_writes", "Status patches of SpeculativeInferences, by writer (reconcile, telemetry).", ["writer"]
 )
