@@ -1,11 +1,11 @@
 """How a generation's run and its canary ended (pure), from the Job, its pod and the resource's status.
 
 The run's result is the termination message of the trainer container of the Job's own pod (the Job its
-controller, by uid, its controller-uid label the Job's, and its containers and volumes the Job template's): one
-line of JSON that specinfer-train writes, in a pod the tenant controls. A pod that only carries the Job's name
-or forged references, a sidecar's message, or a log tail the kubelet made the message (a policy other than File)
-is never read. The message is read as untrusted: at most MAX_MESSAGE bytes, known keys only, numbers in range;
-anything else is kept out of the status (a failed run's message is quoted, shortened and scrubbed, as its reason).
+controller, by uid, and its controller-uid label the Job's): one line of JSON that specinfer-train writes, in a
+pod the tenant controls. A pod that only carries the Job's name, a sidecar's message, or a log tail the kubelet
+made the message (a policy other than File) is never read. The message is read as untrusted: at most MAX_MESSAGE
+bytes, known keys only, numbers in range; anything else is kept out of the status (a failed run's message is
+quoted, shortened and scrubbed, as its reason).
 """
 
 from __future__ import annotations
@@ -49,45 +49,14 @@ def _finished(job: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-# What decides what a container runs and what it can write: a pod the Job made has its template's values.
-_RUNS = ("image", "command", "args", "env", "envFrom", "volumeMounts", "workingDir", "securityContext")
-
-
-def _runs(container: dict[str, Any]) -> str:
-    return json.dumps([container.get(k) for k in _RUNS], sort_keys=True)
-
-
-def _made_from(template: dict[str, Any], pod: dict[str, Any]) -> bool:
-    """Whether `pod` runs what the Job's pod template runs: each of the template's containers and volumes as
-    written there, and nothing else mounting one of its claims (a sidecar a mesh injects may be there).
-    Anyone who may create a pod can give it the Job's uid label and a controller reference to the Job: only
-    a pod that runs the trainer on the run's own inputs is the run's."""
-    wanted, have = template.get("spec") or {}, pod.get("spec") or {}
-    made = {c.get("name"): c for kind in ("initContainers", "containers") for c in have.get(kind) or []}
-    written = {c.get("name"): c for kind in ("initContainers", "containers") for c in wanted.get(kind) or []}
-    if any(name not in made or _runs(made[name]) != _runs(c) for name, c in written.items()):
-        return False
-    volumes = {v.get("name"): v for v in have.get("volumes") or []}
-    if any(volumes.get(v.get("name")) != v for v in wanted.get("volumes") or []):
-        return False
-    claims = {v.get("name") for v in wanted.get("volumes") or [] if "persistentVolumeClaim" in v}
-    return not any(
-        m.get("name") in claims for name, c in made.items() if name not in written for m in c.get("volumeMounts") or []
-    )
-
-
 def job_pod(job: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The newest of `pods` that `job` made: controlled by it, labelled with its uid, as the Job controller
-    makes them, and running what its template runs (anyone who may create a pod can give it the Job's name,
-    uid label and a controller reference to it)."""
+    """The newest of `pods` that `job` made: controlled by it and labelled with its uid, as the Job controller
+    makes them (anyone who may create a pod can give it the Job's name)."""
     uid = (job.get("metadata") or {}).get("uid")
-    template = (job.get("spec") or {}).get("template") or {}
     own = [
         p
         for p in pods
-        if controlled_by(p, uid)
-        and ((p.get("metadata") or {}).get("labels") or {}).get(CONTROLLER_UID_LABEL) == uid
-        and _made_from(template, p)
+        if controlled_by(p, uid) and ((p.get("metadata") or {}).get("labels") or {}).get(CONTROLLER_UID_LABEL) == uid
     ]
     return max(own, key=lambda p: p["metadata"].get("creationTimestamp", ""), default=None)
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import copy
 import json
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -140,46 +138,3 @@ def test_the_result_is_read_from_the_jobs_own_pod() -> None:
     assert ended is not None
     assert ended.figures == {"samples": 80, "tokens": 7355, "trainingSeconds": 55.8}
     assert job_pod(the_job, pods[1:]) is None
-
-
-TEMPLATE = {
-    "spec": {
-        "initContainers": [{"name": "prune", "image": "trainer:1", "command": ["specinfer-train", "--prune"]}],
-        "containers": [
-            {
-                "name": "trainer",
-                "image": "trainer:1",
-                "command": ["specinfer-train"],
-                "volumeMounts": [{"name": "learning", "mountPath": "/learning/drafts", "subPath": "drafts"}],
-                "terminationMessagePolicy": "File",
-            }
-        ],
-        "volumes": [{"name": "learning", "persistentVolumeClaim": {"claimName": "demo-learning"}}],
-    }
-}
-
-
-def from_template(created: str, change: Callable[[dict[str, Any]], None] = lambda spec: None) -> dict[str, Any]:
-    """A pod with the Job's references and uid label, its spec the template's as `change` leaves it."""
-    made = made_by(JOB_UID, JOB_UID, created, json.dumps(RESULT))
-    made["spec"] = copy.deepcopy(TEMPLATE["spec"])
-    change(made["spec"])
-    return made
-
-
-def test_a_pod_with_the_jobs_references_that_runs_something_else_is_not_the_run() -> None:
-    """The uid label and a controller reference are the pod creator's to write: the run's pod is also the one
-    that runs the template's trainer on its volumes, and nothing else of it may write on the claim."""
-    mesh = {"name": "istio-proxy", "image": "proxy:1", "terminationMessagePolicy": "FallbackToLogsOnError"}
-    writer = {**mesh, "name": "writer", "volumeMounts": [{"name": "learning", "mountPath": "/out"}]}
-    own = from_template("2026-12-01T10:00:00Z", lambda spec: spec["containers"].append(mesh))  # an injected sidecar
-    forged = [
-        from_template("2026-12-01T10:05:00Z", lambda spec: spec["containers"][0].update(image="evil:1")),
-        from_template("2026-12-01T10:06:00Z", lambda spec: spec["containers"][0].update(command=["sh"])),
-        from_template("2026-12-01T10:07:00Z", lambda spec: spec["initContainers"].clear()),
-        from_template("2026-12-01T10:08:00Z", lambda spec: spec["containers"].append(writer)),
-        from_template("2026-12-01T10:09:00Z", lambda spec: spec["volumes"][0].update(emptyDir={})),
-    ]
-    the_job = {"metadata": {"uid": JOB_UID}, "spec": {"template": TEMPLATE}, **job("Complete")}
-    assert job_pod(the_job, [own, *forged]) is own
-    assert job_pod(the_job, forged) is None
