@@ -4,14 +4,13 @@ keeps, the telemetry loop hears of the pod, its resource is refreshed; and a lis
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from specinfer_operator.api.labels import INSTANCE_LABEL
 from specinfer_operator.controller.pods import kept
 from specinfer_operator.manager.podwatch import Feed, PodIndex
 from specinfer_operator.platform.watch import Watch
+from tests.unit.operator.platform.test_watch import Script
 
 REPLICASET = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": "rs", "controller": True}
 
@@ -106,30 +105,8 @@ def test_the_index_reads_as_a_mapping_of_each_resources_pods() -> None:
     assert index.get(("team-a", "none"), ()) == ()
 
 
-class Stream:
-    """One list, then one watch, then stop."""
-
-    def __init__(self, *steps: bytes) -> None:
-        self.steps = list(steps)
-        self.watcher: Watch | None = None
-
-    @contextmanager
-    def _next(self) -> Iterator[Iterator[bytes]]:
-        if not self.steps:
-            assert self.watcher is not None
-            self.watcher.stop()
-            raise ConnectionError("end")
-        data = self.steps.pop(0)
-        yield iter([data[i : i + 4096] for i in range(0, len(data), 4096)])
-
-    def list(self) -> Any:
-        return self._next()
-
-    def watch(self, version: str) -> Any:
-        return self._next()
-
-    def interrupt(self) -> None:
-        pass
+def chunked(data: bytes) -> list[bytes]:
+    return [data[i : i + 4096] for i in range(0, len(data), 4096)]
 
 
 def test_the_largest_labelled_pod_reaches_neither_the_index_nor_the_telemetry() -> None:
@@ -142,7 +119,7 @@ def test_the_largest_labelled_pod_reaches_neither_the_index_nor_the_telemetry() 
         for kind, obj in (("ADDED", largest), ("MODIFIED", pod("a", version="3")))
     )
     index, heard = PodIndex(), Heard()
-    stream = Stream(json.dumps(listing).encode(), events)
+    stream = Script(chunked(json.dumps(listing).encode()), chunked(events))
     stream.watcher = Watch(stream, heard.feed(index), "pods", wait=lambda _: True)
     stream.watcher.run()
     assert [e[1] for e in heard.events] == ["team-a/a", "team-a/a"]
