@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup run test check lint typecheck unit package e2e engine images crd chart chart-package docs site vllm-flags bench bench-operator bench-telemetry bench-hostile bench-scrape-pieces bench-churn bench-tuning bench-load-sweep bench-autoscale-day bench-learning clean
+.PHONY: setup run test check lint typecheck unit package e2e engine images crd chart chart-package release version docs site vllm-flags bench bench-operator bench-telemetry bench-hostile bench-scrape-pieces bench-churn bench-tuning bench-load-sweep bench-autoscale-day bench-learning clean
 
 setup: $(STAMP)
 
@@ -18,18 +18,11 @@ $(STAMP): pyproject.toml
 run: setup
 	hack/demo
 
-## test: lint, type-check and run every test suite; the control plane's binaries, the engine venv and the
-## images start building first, beside the checks (logs in $SPECINFER_CACHE/warm-up; a build that fails there
-## is run again, in the open, by the suite that needs it); then hack/test-suites runs the e2e suite and the
-## engine suite, the e2e tests without a real engine beside the engine suite
+## test: lint, type-check and run every test suite (hack/test-suites): the checks first, while the control plane's
+## binaries, the engine venv and the images build beside them (cached; logs and each suite's output in
+## $SPECINFER_CACHE/test-logs), then the suites in lanes of their own, each as soon as what it needs is ready
 test: setup
-	@warm="$${SPECINFER_CACHE:-$$HOME/.cache/specinfer}/warm-up"; mkdir -p "$$warm"; \
-	hack/build-binaries.sh >"$$warm/binaries.log" 2>&1 & binaries=$$!; \
-	hack/engine-venv >"$$warm/engine-venv.log" 2>&1 & venv=$$!; \
-	images/build >"$$warm/images.log" 2>&1 & images=$$!; \
-	$(MAKE) --no-print-directory lint typecheck unit package; checks=$$?; \
-	wait $$binaries $$venv $$images; \
-	[ $$checks = 0 ] && hack/test-suites
+	hack/test-suites
 
 ## check: the inner loop while editing: lint, types and the unit tests (no cluster, no engine, no images)
 check: setup
@@ -91,18 +84,40 @@ chart-package: chart
 	"$${SPECINFER_CACHE:-$$HOME/.cache/specinfer}/bin/helm" package charts/specinfer-crds charts/specinfer-operator \
 	  --destination dist/charts
 
+## release: VERSION=x.y.z REGISTRY=host[/namespace]: the repository must state VERSION everywhere (hack/release.py
+## check); the charts packaged (chart-package); the operator, runtime and trainer images built with OCI labels and an
+## SPDX SBOM each (dist/sbom/); images and charts pushed, signed by digest with cosign (COSIGN_KEY=key reference, or
+## KEYLESS=1 in CI; neither: unsigned), and dist/release-VERSION.json listing every reference with its digest.
+## INSECURE=1 for a plain-HTTP registry (127.0.0.1:PORT from python -m hack.registry start); IMAGES=a,b for a subset
+release: setup
+	@test -n "$(VERSION)" && test -n "$(REGISTRY)" || { \
+	  echo "usage: make release VERSION=x.y.z REGISTRY=ghcr.io/specinfer [INSECURE=1] [KEYLESS=1] [IMAGES=operator,runtime,trainer]" >&2; exit 2; }
+	$(BIN)/python -m hack.release check $(VERSION)
+	$(MAKE) --no-print-directory chart-package
+	$(BIN)/python -m hack.release publish $(VERSION) --registry $(REGISTRY) $(if $(INSECURE),--insecure) \
+	  $(if $(KEYLESS),--keyless) $(if $(IMAGES),--images $(IMAGES))
+
+## version: VERSION=x.y.z written into every place that states the release's version (hack/release.py set-version),
+## and the charts' READMEs regenerated
+version: setup
+	@test -n "$(VERSION)" || { echo "usage: make version VERSION=x.y.z" >&2; exit 2; }
+	$(BIN)/python -m hack.release set-version $(VERSION)
+	$(MAKE) --no-print-directory chart
+
 ## site: the documentation site from docs/ (MkDocs, strict: a broken link or anchor, or a page missing from the
 ## navigation of mkdocs.yml, fails), into site/
 site: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 ## docs: regenerate the support matrix (docs/support-matrix.md) from the runtime's compatibility table, the
-## tables of the pages (hack/doc_tables.py: the README's methods, ConfigValid's reasons, every spec field), and
+## tables of the pages (hack/doc_tables.py: the README's methods, ConfigValid's reasons, every spec field), the
+## `kubectl get specinference` samples' columns from the CRD's printer columns (hack/get_samples.py), and
 ## the output of every `$ specinfer` transcript of the pages from the CLI, on the files their transcripts.yaml
 ## define (hack/transcripts.py)
 docs: setup
 	$(BIN)/specinfer support-matrix > docs/support-matrix.md
 	$(BIN)/python -m hack.doc_tables
+	$(BIN)/python -m hack.get_samples
 	$(BIN)/python -m hack.transcripts
 
 ## vllm-flags: regenerate the table of vllm serve's flags (and which the operator owns) and of --compilation-config's keys from the engine venv's vLLM

@@ -18,6 +18,9 @@
 #          validating the chart's monitors and rules)
 #          prometheus (prometheus and promtool, both from github.com/prometheus/prometheus)
 #          prometheus-adapter (the custom metrics API over Prometheus, for spec.autoscaling's HorizontalPodAutoscaler)
+#          crane (go-containerregistry's CLI; `crane registry serve` is the OCI registry of the release tests)
+#          cosign (signs and verifies what make release pushes)
+#   no name: every one but crane and cosign, which are built only when named
 #   lws also copies its CRDs to ${SPECINFER_CACHE}/crds/lws-<version>/; inferencepool-crd fetches the InferencePool CRD
 #   keda-crd fetches KEDA's ScaledObject CRD (spec.autoscaling with the operator's --keda-prometheus)
 #   gitops-crds: the Flux (GitRepository, OCIRepository, HelmRelease, Kustomization) and Argo CD (Application,
@@ -38,7 +41,7 @@ WANT=()
 for a in "$@"; do
   case "$a" in
     --force) FORCE=1 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) WANT+=("$a") ;;
   esac
 done
@@ -57,6 +60,8 @@ pinned() {
     helm-docs) echo "${BIN}/helm-docs-${HELM_DOCS_VERSION}" ;;
     lws) echo "${BIN}/lws-${LWS_VERSION}" ;;
     prometheus-adapter) echo "${BIN}/prometheus-adapter-${PROMETHEUS_ADAPTER_VERSION}" ;;
+    crane) echo "${BIN}/crane-${GO_CONTAINERREGISTRY_VERSION}" ;;
+    cosign) echo "${BIN}/cosign-${COSIGN_VERSION}" ;;
     *) return 1 ;;
   esac
 }
@@ -89,8 +94,11 @@ export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 # GOPROXY/GOMODCACHE/GOCACHE are left as configured (`go env`); only the module proxy is needed.
 GOPROXY_URL="$("${GO}" env GOPROXY)"; GOPROXY_URL="${GOPROXY_URL%%,*}"; GOPROXY_URL="${GOPROXY_URL%%|*}"
 
+# Built only when named (make release, hack/registry.py): no suite needs them, and cosign alone takes about a quarter
+# of an hour of two cores to build.
+ON_DEMAND=" crane cosign "
 wanted() {
-  [[ ${#WANT[@]} -eq 0 ]] && return 0
+  [[ ${#WANT[@]} -eq 0 && ${ON_DEMAND} != *" $1 "* ]] && return 0
   local w; for w in "${WANT[@]}"; do [[ "$w" == "$1" ]] && return 0; done
   return 1
 }
@@ -381,6 +389,34 @@ build_others() {
   fi
 }
 
+build_release_tools() {
+  # ---- crane (its `registry serve` is the loopback OCI registry of hack/registry.py) and cosign (make release
+  # signs with it); last, as nothing but the release needs them ----
+  if wanted crane && needs_build crane "${GO_CONTAINERREGISTRY_VERSION}"; then
+    t=$(date +%s.%N)
+    log "crane ${GO_CONTAINERREGISTRY_VERSION}: building..."
+    tmpbin="$(mktemp -d "${BIN}/.gobin.XXXXXX")"
+    GOBIN="${tmpbin}" "${GO}" install -trimpath -ldflags "-s -w \
+      -X github.com/google/go-containerregistry/cmd/crane/cmd.Version=${GO_CONTAINERREGISTRY_VERSION}" \
+      "github.com/google/go-containerregistry/cmd/crane@${GO_CONTAINERREGISTRY_VERSION}"
+    mv -f "${tmpbin}/crane" "${BIN}/.crane.tmp"; rmdir "${tmpbin}"
+    finish crane "${GO_CONTAINERREGISTRY_VERSION}" "${BIN}/.crane.tmp" "${t}"
+  fi
+  if wanted cosign && needs_build cosign "${COSIGN_VERSION}"; then
+    t=$(date +%s.%N)
+    cv="${COSIGN_VERSION}"
+    json="$(modjson github.com/sigstore/cosign/v3 "${cv}")"
+    commit="$(modcommit "${json}" github.com/sigstore/cosign/v3 "${cv}")"
+    ld="-s -w -X sigs.k8s.io/release-utils/version.gitVersion=${cv} -X sigs.k8s.io/release-utils/version.gitTreeState=clean"
+    if [[ -n "${commit}" ]]; then ld+=" -X sigs.k8s.io/release-utils/version.gitCommit=${commit}"; fi
+    log "cosign ${cv}: building..."
+    tmpbin="$(mktemp -d "${BIN}/.gobin.XXXXXX")"
+    GOBIN="${tmpbin}" "${GO}" install -trimpath -ldflags "${ld}" "github.com/sigstore/cosign/v3/cmd/cosign@${cv}"
+    mv -f "${tmpbin}/cosign" "${BIN}/.cosign.tmp"; rmdir "${tmpbin}"
+    finish cosign "${cv}" "${BIN}/.cosign.tmp" "${t}"
+  fi
+}
+
 build_prometheus() {
   # ---- Prometheus and promtool (a wrapper module: the proxy refuses the module's version list) ----
   if wanted prometheus && { needs_build prometheus "${PROMETHEUS_VERSION}" || needs_build promtool "${PROMETHEUS_VERSION}"; }; then
@@ -405,6 +441,7 @@ trap 'kill "${others}" 2>/dev/null || true' EXIT
 build_kubernetes
 build_prometheus
 wait "${others}"
+build_release_tools
 trap - EXIT
 
 log "all done in $(elapsed "${T_ALL}")s; binaries in ${BIN}"

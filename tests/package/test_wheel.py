@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 import venv
 from pathlib import Path
 
@@ -37,7 +38,8 @@ def test_entry_points_start(bin_dir: Path, command: str) -> None:
 
 
 def test_installed_cli_knows_its_version_and_crd(bin_dir: Path) -> None:
-    assert run(bin_dir, "specinfer", "--version").stdout.strip() == "specinfer 0.1.0"
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert run(bin_dir, "specinfer", "--version").stdout.strip() == f"specinfer {version}"
     assert run(bin_dir, "specinfer", "crd").stdout == (ROOT / "crds" / "speculativeinference.yaml").read_text()
 
 
