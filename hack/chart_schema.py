@@ -1,6 +1,8 @@
 """Write the generated parts of the operator chart: in values.schema.json tenantPolicy.spec, from the policy model,
 and prometheusRule.disabled, from the alerts of rules/specinfer-alerts.yaml; and files/prometheus-adapter-rules.yaml,
-the custom metrics spec.autoscaling's HorizontalPodAutoscaler reads (render/autoscaler.py).
+the custom metrics spec.autoscaling's HorizontalPodAutoscaler reads (render/autoscaler.py); and, for `specinfer
+validate`, each chart's version, values.yaml and values.schema.json as one JSON file of the CLI's package
+(operator/specinfer_operator/cli/helm_values.py).
 
 The chart passes tenantPolicy.spec on as the spec of a SpeculativeInferencePolicy; with the model's own schema
 (every field, its type and bounds, unknown fields refused) `helm install` refuses a misspelt field by its path
@@ -22,12 +24,16 @@ import yaml
 
 from specinfer_operator.api.crd import values_schema
 from specinfer_operator.api.policy import TenantPolicySpec
+from specinfer_operator.cli import helm_values
 from specinfer_operator.render.autoscaler import ADAPTER_RULES_FILE, adapter_rules
 
 CHART = Path(__file__).resolve().parents[1] / "charts" / "specinfer-operator"
 SCHEMA = CHART / "values.schema.json"
 RULES = CHART / "rules" / "specinfer-alerts.yaml"
 ADAPTER_RULES = CHART.parents[1] / ADAPTER_RULES_FILE
+PACKAGED = {
+    CHART.parent / name: Path(helm_values.__file__).parent / file for name, file in helm_values.CHART_FILES.items()
+}
 
 
 def alerts() -> list[str]:
@@ -65,11 +71,24 @@ def adapter_text() -> str:
     return header + yaml.safe_dump(adapter_rules(), sort_keys=False, width=200)
 
 
+def packaged(chart: Path) -> str:
+    """What `specinfer validate` checks a chart's values with: its version, default values and schema."""
+    found = {
+        "chart": chart.name,
+        "version": yaml.safe_load((chart / "Chart.yaml").read_text())["version"],
+        "values": yaml.safe_load((chart / "values.yaml").read_text()),
+        "schema": json.loads((chart / "values.schema.json").read_text()),
+    }
+    return json.dumps(found, indent=1, ensure_ascii=False) + "\n"
+
+
 def main(argv: list[str]) -> int:
     path = Path(argv[0]) if argv else SCHEMA
     path.write_text(text(generated(json.loads(path.read_text()))))
     ADAPTER_RULES.parent.mkdir(exist_ok=True)
     ADAPTER_RULES.write_text(adapter_text())
+    for chart, copy in PACKAGED.items():
+        copy.write_text(packaged(chart))
     return 0
 
 

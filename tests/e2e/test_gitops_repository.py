@@ -53,18 +53,20 @@ def test_the_argo_cd_and_flux_objects_pass_their_crds(
         kinds |= {o["kind"] for o in objects}
         result = cluster.kubectl(*STRICT, stdin=yaml.safe_dump_all(objects), check=False)
         assert result.returncode == 0, f"{path}: {result.stderr}"
-    assert kinds == {"Application", "GitRepository", "Kustomization", "HelmRelease"}
+    assert kinds == {"Application", "GitRepository", "OCIRepository", "Kustomization", "HelmRelease"}
     # The schemas are enforced: a misspelt field of either tool is refused.
     production = next(o for o in built(cluster, "argocd", namespace) if o["metadata"]["name"] == "llm-production")
     production["spec"]["ignoreDifference"] = production["spec"].pop("ignoreDifferences")
     refused = cluster.kubectl(*STRICT, stdin=yaml.safe_dump(production), check=False)
     assert refused.returncode != 0
     assert "spec.ignoreDifference" in refused.stderr, refused.stderr
-    (release,) = built(cluster, "flux/operator", namespace)
-    release["spec"]["install"]["crd"] = release["spec"]["install"].pop("crds")
+    (release,) = [
+        r for r in built(cluster, "flux/operator", namespace) if r["metadata"]["name"] == "specinfer-operator"
+    ]
+    release["spec"]["dependOn"] = release["spec"].pop("dependsOn")
     refused = cluster.kubectl(*STRICT, stdin=yaml.safe_dump(release), check=False)
     assert refused.returncode != 0
-    assert "spec.install.crd" in refused.stderr, refused.stderr
+    assert "spec.dependOn" in refused.stderr, refused.stderr
 
 
 def test_the_overlays_pass_the_api_server_and_the_charts_tenant_policy(cluster: Cluster, namespace: str) -> None:

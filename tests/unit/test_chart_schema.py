@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -16,7 +17,18 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from hack.chart_schema import ADAPTER_RULES, CHART, RULES, SCHEMA, adapter_text, alerts, generated, text
+from hack.chart_schema import (
+    ADAPTER_RULES,
+    CHART,
+    PACKAGED,
+    RULES,
+    SCHEMA,
+    adapter_text,
+    alerts,
+    generated,
+    packaged,
+    text,
+)
 from specinfer_operator.api.policy import TenantPolicySpec
 from tests.support import ROOT
 
@@ -44,6 +56,12 @@ def test_the_committed_schema_is_what_the_generator_writes() -> None:
 
 def test_the_committed_adapter_rules_are_what_the_generator_writes() -> None:
     assert ADAPTER_RULES.read_text() == adapter_text(), f"{ADAPTER_RULES.name} is stale: run `make crd`"
+
+
+@pytest.mark.parametrize("chart", sorted(PACKAGED), ids=lambda chart: chart.name)
+def test_the_copy_specinfer_validate_checks_values_with_is_the_charts(chart: Path) -> None:
+    """Each chart's version, values.yaml and values.schema.json, as the package ships them (cli/helm_values.py)."""
+    assert PACKAGED[chart].read_text() == packaged(chart), f"{PACKAGED[chart].name} is stale: run `make chart`"
 
 
 def test_the_defaults_pass_the_schema() -> None:

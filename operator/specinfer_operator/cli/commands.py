@@ -10,7 +10,6 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, NoReturn, TextIO
 
 from specinfer_operator import __version__
@@ -20,29 +19,26 @@ from specinfer_operator.api.policy import DEFAULT_INSTALL_POLICY, TenantPolicySp
 from specinfer_operator.api.resource import SpeculativeInference
 from specinfer_operator.cli import tune
 from specinfer_operator.cli.builds import DEFAULT_TIMEOUT, BuildOptions
-from specinfer_operator.cli.manifests import Document, Item, LoadFailure, Skipped, load, load_policy
+from specinfer_operator.cli.manifests import Deployer, Document, LoadFailure, Skipped, load, load_policy
 from specinfer_operator.cli.matrix import support_matrix
 from specinfer_operator.cli.output import line, say, write_json, write_yaml
 from specinfer_operator.cli.remote import FLAG
+from specinfer_operator.cli.report import (
+    EXIT_OK,
+    EXIT_UNREADABLE,
+    Tally,
+    count,
+    object_name,
+    problem_dict,
+    problem_line,
+    validate_values,
+)
 from specinfer_operator.cli.yaml_documents import ManifestError
+from specinfer_operator.render import flags
 from specinfer_operator.render.admission import check
-from specinfer_operator.render.children import DEFAULT_NPU_RESOURCE, DEFAULT_RUNTIME_IMAGE, RenderDefaults, render
+from specinfer_operator.render.children import render
 from specinfer_runtime.validation import Problem, Report
 from specinfer_runtime.versions import RELEASE
-
-EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
-
-
-def _problem_dict(doc: Document, problem: Problem) -> dict[str, str]:
-    found = {"path": problem.path, "message": problem.message, "rule": problem.rule}
-    where = doc.where(problem)
-    return found | {"source": where[1]} if where else found
-
-
-def _line(doc: Document, problem: Problem, kind: str = "") -> str:
-    """`LABEL: field.path: message`, and for a built object the file to fix: `(set in overlays/prod/k.yaml)`."""
-    where = doc.where(problem)
-    return f"{doc.label}: {kind}{problem}" + (f" ({' '.join(where)})" if where else "")
 
 
 def _build_options(args: argparse.Namespace) -> BuildOptions:
@@ -50,53 +46,9 @@ def _build_options(args: argparse.Namespace) -> BuildOptions:
     return BuildOptions(tuple(args.values or ()), args.build_timeout, args.allow_remote, not args.skip_charts)
 
 
-def _name(doc: Document) -> str | None:
-    meta = doc.data.get("metadata") if isinstance(doc.data, dict) else None
-    return meta.get("name") if isinstance(meta, dict) else None
-
-
 def _warnings(doc: Document, report: Report[SpeculativeInference]) -> list[Problem]:
     tags = [Problem("", f"tag {t} ignored: kubectl reads the value as plain text", "yaml") for t in doc.custom_tags]
     return [*tags, *report.warnings]
-
-
-@dataclass
-class Tally:
-    """What a run went through: the summary line and the exit code come from it."""
-
-    checked: int = 0
-    invalid: int = 0
-    failed: int = 0
-    skipped: list[Skipped] = field(default_factory=list)
-
-    def summary(self) -> str:
-        parts = [f"{len(self.skipped)} skipped (-v says why)"] if self.skipped else []
-        if self.failed:
-            parts.insert(0, f"{self.failed} unreadable")
-        if self.checked:
-            valid = self.checked - self.invalid
-            head = f"{self.checked} SpeculativeInference checked: {valid} valid, {self.invalid} invalid"
-        else:
-            head = "no SpeculativeInference found" if not self.failed else "no SpeculativeInference checked"
-        return "; ".join([head, *parts])
-
-    def code(self) -> int:
-        return EXIT_UNREADABLE if self.failed else EXIT_INVALID if self.invalid else EXIT_OK
-
-
-def _tally(item: Item, tally: Tally, err: TextIO, verbose: bool) -> Document | None:
-    """Count a failure or a skip (and say so); hand documents on."""
-    if isinstance(item, LoadFailure):
-        tally.failed += 1
-        say(str(item), err)
-        return None
-    if isinstance(item, Skipped):
-        tally.skipped.append(item)
-        if verbose:
-            say(str(item), err)
-        return None
-    tally.checked += 1
-    return item
 
 
 def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -107,12 +59,16 @@ def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except ManifestError as error:
         say(f"specinfer validate: --policy {error}", err)
         return EXIT_UNREADABLE
+    deployers: list[Deployer] = []
     for item in load(args.paths, _build_options(args)):
+        if isinstance(item, Deployer):
+            deployers.append(item)
+            continue
         if isinstance(item, LoadFailure):
             results.append({"file": item.source, "error": item.reason})
         elif isinstance(item, Skipped):
             results.append({"file": item.source, "skipped": item.reason})
-        doc = _tally(item, tally, err if args.output == "text" else io.StringIO(), args.verbose)
+        doc = count(item, tally, err if args.output == "text" else io.StringIO(), args.verbose)
         if doc is None:
             continue
         report = check(doc.data, policy, _engine(args.engine_version))
@@ -123,18 +79,19 @@ def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             {
                 "file": doc.source,
                 "document": doc.index,
-                "name": _name(doc),
+                "name": object_name(doc),
                 **built,
                 "valid": report.ok,
-                "errors": [_problem_dict(doc, p) for p in report.errors],
-                "warnings": [_problem_dict(doc, p) for p in warnings],
+                "errors": [problem_dict(doc, p) for p in report.errors],
+                "warnings": [problem_dict(doc, p) for p in warnings],
             }
         )
         if args.output == "text":
             for problem in report.errors:
-                say(_line(doc, problem), out)
+                say(problem_line(doc, problem), out)
             for warning in warnings:
-                say(_line(doc, warning, "warning: "), err)
+                say(problem_line(doc, warning, "warning: "), err)
+    results += validate_values(deployers, tally, args, out, err if args.output == "text" else io.StringIO())
     if args.output == "json":
         write_json(results, out)
     elif not args.quiet:
@@ -168,18 +125,22 @@ def _engine(given: list[tuple[str, str]] | None) -> EngineVersions | None:
 
 
 def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    defaults = RenderDefaults(args.runtime_image, args.npu_resource_name, args.keda_prometheus)
+    try:
+        defaults = flags.render_defaults(args)
+    except ValueError as error:
+        err.write(f"specinfer render: {error}\n")
+        return 2
     objects: list[dict[str, Any]] = []
     tally = Tally()
     for item in load(args.paths, _build_options(args)):
-        doc = _tally(item, tally, err, args.verbose)
+        doc = count(item, tally, err, args.verbose)
         if doc is None:
             continue
         report = check(doc.data)
         for problem in report.errors:
-            say(_line(doc, problem), err)
+            say(problem_line(doc, problem), err)
         for warning in _warnings(doc, report):
-            say(_line(doc, warning, "warning: "), err)
+            say(problem_line(doc, warning, "warning: "), err)
         if report.value is None:
             tally.invalid += 1
             continue
@@ -269,7 +230,10 @@ def parser() -> argparse.ArgumentParser:
         "checked alone. A problem in a built object names the directory built, the object, and the patch that set "
         "the value (or the file the object came from, or its chart template). Nothing is fetched from the network "
         f"unless {FLAG} is given: a kustomization naming a remote base or file is refused (exit 2). Other kinds of "
-        "objects, JSON patches and non-object documents are skipped. Values from the input are printed with control "
+        "objects, JSON patches and non-object documents are skipped, but for the Helm values that Argo CD Applications "
+        "(helm.valuesObject, helm.values) and Flux HelmReleases (spec.values) give the specinfer charts: they are "
+        "merged onto the chart's defaults and checked against its values.schema.json (shipped with this command), "
+        "an invalid one exiting 1 as an invalid resource does. Values from the input are printed with control "
         "characters and line breaks escaped (\\n, \\x1b), in every output. In CI, before merge: specinfer "
         "validate REPO/",
     )
@@ -302,18 +266,7 @@ def parser() -> argparse.ArgumentParser:
         "or ScaledObject, InferencePool) as YAML",
     )
     r.add_argument("paths", nargs="+", metavar="PATH", help="file, directory, or - for standard input")
-    r.add_argument("--runtime-image", default=DEFAULT_RUNTIME_IMAGE, help="image when spec.runtime.image is unset")
-    r.add_argument(
-        "--npu-resource-name",
-        default=DEFAULT_NPU_RESOURCE,
-        help="extended resource when spec.resources.npuResourceName is unset",
-    )
-    r.add_argument(
-        "--keda-prometheus",
-        default="",
-        metavar="URL",
-        help="spec.autoscaling as a KEDA ScaledObject querying this Prometheus, as the operator's --keda-prometheus",
-    )
+    flags.add_arguments(r)  # the operator's own flags, so that render shows what it would render
     r.add_argument("-v", "--verbose", action="store_true", help="name each file or document skipped, and why")
     _build_arguments(r)
     r.set_defaults(func=cmd_render)

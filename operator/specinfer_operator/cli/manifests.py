@@ -4,9 +4,10 @@ SpeculativeInferences among them (render/admission.py checks each).
 What Argo CD and Flux apply from a kustomization or a Helm chart is what they build, so such a directory is
 built (builds.py) and its output checked; its files, and the patches a kustomization uses, are not resources
 on their own. A repository holds much else: other kinds, JSON patches (top-level lists), scalar or JSON-array
-files, documents with tags of other tools. Those are skipped, each with its reason. What cannot be read at all
-(a missing or unreadable path, bytes that are not UTF-8, YAML kubectl would refuse, a build that fails) is a
-failure: never a silent pass.
+files, documents with tags of other tools. Those are skipped, each with its reason, but for the Argo CD and Flux
+objects that may give the specinfer charts Helm values (Deployer: helm_values.py checks those). What cannot be
+read at all (a missing or unreadable path, bytes that are not UTF-8, YAML kubectl would refuse, a build that
+fails) is a failure: never a silent pass.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 from specinfer_operator.api.policy import POLICY_KIND, SpeculativeInferencePolicy, TenantPolicySpec
 from specinfer_operator.cli.builds import BuildOptions, Origin, helm_template, kustomize
 from specinfer_operator.cli.files import read_limited, read_text
+from specinfer_operator.cli.helm_values import deploys
 from specinfer_operator.cli.kustomize import (
     COMPONENT,
     KUSTOMIZATION_FILES,
@@ -85,7 +87,19 @@ class Skipped:
         return f"{self.source}: skipped: {self.reason}"
 
 
-Item = Document | LoadFailure | Skipped
+@dataclass(frozen=True)
+class Deployer:
+    """An Argo CD Application, a Flux HelmRelease or OCIRepository: not a SpeculativeInference (`reason`), but
+    the values it gives a specinfer chart are checked (helm_values.py)."""
+
+    document: Document
+    reason: str
+
+    def skipped(self) -> Skipped:
+        return Skipped(self.document.label, self.reason)
+
+
+Item = Document | Deployer | LoadFailure | Skipped
 
 
 @dataclass(frozen=True)
@@ -178,7 +192,7 @@ class _Patches:
         return None
 
 
-def _classify(source: str, parsed: Iterable[tuple[Parsed, Origin | None]]) -> Iterator[Document | Skipped]:
+def _classify(source: str, parsed: Iterable[tuple[Parsed, Origin | None]]) -> Iterator[Document | Deployer | Skipped]:
     # A `kind: List` (as `kubectl get -o yaml` prints) stands for its items.
     expanded: list[tuple[Any, list[str], Origin | None]] = []
     for doc, origin in parsed:
@@ -191,7 +205,10 @@ def _classify(source: str, parsed: Iterable[tuple[Parsed, Origin | None]]) -> It
     for i, (data, tags, origin) in enumerate(expanded, 1):
         document = Document(source, i, len(expanded), data, tuple(tags), origin)
         reason = not_ours(data)
-        yield Skipped(document.label, reason) if reason else document
+        if reason is None:
+            yield document
+        else:
+            yield Deployer(document, reason) if deploys(data) else Skipped(document.label, reason)
 
 
 def _documents(source: str, text: str) -> Iterator[Item]:

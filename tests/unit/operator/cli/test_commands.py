@@ -78,7 +78,7 @@ def test_other_kinds_are_skipped(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("not a manifest")
     code, out, err = run("validate", str(tmp_path))
     assert (code, out) == (0, "")
-    assert err == "no SpeculativeInference found; 1 skipped (-v says why)\n"
+    assert err == "nothing to check: no SpeculativeInference nor specinfer chart values; 1 skipped (-v says why)\n"
 
 
 def test_kind_list_is_expanded(tmp_path: Path) -> None:
@@ -110,9 +110,34 @@ def test_render_prints_children_as_a_yaml_stream() -> None:
     code, out, _ = run("render", str(EXAMPLES / "eagle3.yaml"), "--runtime-image", "reg/rt:1")
     assert code == 0
     kinds = [(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(out)]
-    assert kinds[1:] == [("Deployment", "llama3-eagle3"), ("Service", "llama3-eagle3")]
+    name = "llama3-eagle3"  # two replicas: a disruption budget too
+    assert kinds[1:] == [("Deployment", name), ("Service", name), ("PodDisruptionBudget", name)]
     assert kinds[0][1].startswith("llama3-eagle3-engine-")
     assert run("render", str(EXAMPLES / "eagle3.yaml"), "--runtime-image", "reg/rt:1")[1] == out
+
+
+def test_render_takes_the_operators_defaults_as_the_operator_does() -> None:
+    """The chart's engineDefaults and pull Secrets reach `specinfer render` through the operator's own flags."""
+    toleration = {"key": "huawei.com/Ascend910", "operator": "Exists", "effect": "NoSchedule"}
+    code, out, _ = run(
+        "render",
+        str(EXAMPLES / "eagle3.yaml"),
+        *("--engine-tolerations", json.dumps([toleration]), "--engine-node-selector", '{"npu": "yes"}'),
+        *("--image-pull-secrets", "mirror", "--runtime-pull-policy", "Always"),
+    )
+    assert code == 0
+    (deployment,) = [d for d in yaml.safe_load_all(out) if d["kind"] == "Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    assert (pod["tolerations"], pod["nodeSelector"]) == ([toleration], {"npu": "yes"})
+    assert pod["imagePullSecrets"] == [{"name": "mirror"}]
+    assert pod["containers"][0]["imagePullPolicy"] == "Always"
+
+
+def test_render_refuses_a_wrong_default_in_one_line() -> None:
+    code, out, err = run("render", str(EXAMPLES / "eagle3.yaml"), "--engine-node-selector", "[1]")
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1
+    assert err.startswith("specinfer render: --engine-node-selector '[1]': ")
 
 
 def test_render_refuses_invalid_input(tmp_path: Path) -> None:

@@ -91,7 +91,7 @@ def test_a_patch_alone_is_not_an_incomplete_resource(patch: str) -> None:
     assert (code, lines) == (0, []), err
     assert err.splitlines() == [
         f"{BAD}/{patch}: skipped: a patch of the kustomization {BAD}/kustomization.yaml, checked as that builds",
-        "no SpeculativeInference found; 1 skipped (-v says why)",
+        "nothing to check: no SpeculativeInference nor specinfer chart values; 1 skipped (-v says why)",
     ]
 
 

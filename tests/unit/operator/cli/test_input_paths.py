@@ -167,7 +167,10 @@ def test_nothing_found_and_unreadable_paths(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     result = specinfer("validate", str(empty))
-    assert (result.returncode, result.stderr) == (0, "no SpeculativeInference found\n")
+    assert (result.returncode, result.stderr) == (
+        0,
+        "nothing to check: no SpeculativeInference nor specinfer chart values\n",
+    )
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "gone.yaml").symlink_to(tmp_path / "nowhere.yaml")
