@@ -6,7 +6,7 @@ them and the last), trained on corpus.txt until it continues the corpus: its gre
 head can learn from the target's hidden states, as a real model's do. Training is deterministic (fixed seed,
 one thread) and takes a minute or two on a CPU, once: the result is cached under
 `${SPECINFER_CACHE:-~/.cache/specinfer}/learning-models/<key>`, keyed on this file, tinymodel.py, the corpus and
-the training Job's program.
+the training Job's program. Suites that run at once build it once: the second waits for the first's lock.
 
 A learning resource starts from the untrained head (a weak draft). The trained one is specinfer-train's first
 generation from the traffic (the corpus' first 70 %), made once here: a draft that serves well, for a resource
@@ -17,6 +17,7 @@ Run `python -m hack.learnmodel` to build them (or find them built); it prints wh
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -165,9 +166,17 @@ def _train_head(target_dir: Path, start: Path, claim: Path) -> Path:
 def build(cache: Path) -> LearningModels:
     """Build the target and the untrained head into `cache` (or find them there)."""
     root = cache / "learning-models" / _key()
-    done = root / "models.json"
-    if done.is_file():
-        return LearningModels.from_json(done.read_text())
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with (root.parent / f"{root.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or its process ends
+        done = root / "models.json"
+        if done.is_file():
+            return LearningModels.from_json(done.read_text())
+        return _build(root, done)
+
+
+def _build(root: Path, done: Path) -> LearningModels:
+    """The models, built from scratch into `root`; `done` written last marks them whole."""
     import torch
 
     from specinfer_runtime.training import head

@@ -39,7 +39,8 @@ from hack.kubeclient import Cluster, engine_selector, pods, wait_until
 from specinfer_runtime import samples
 from specinfer_runtime.sources import MODEL_ROOT
 
-START_TIMEOUT = 300.0  # seconds; a start takes ~45 s on 2 cores
+# Seconds an engine may take to serve: ~45 s on 2 cores alone, minutes beside other suites (an exit ends the wait).
+START_TIMEOUT = 900.0
 # Held on each pod an engine serves, as a kubelet holds a pod until its containers stopped: kwok deletes a pod
 # at once and gives its address to the next pod, where the gone pod's engine would still answer the scrapes.
 FINALIZER = "e2e.specinfer.io/engine"

@@ -227,8 +227,9 @@ def test_a_draft_trained_on_poisoned_samples_is_rolled_back_and_never_learned_ag
     fleet = Fleet(cluster, namespace, env, tmp_path, NAME, held_out)
     try:
         fleet.serve({stable: 2})
-        # Requests count from the operator's first sample of the pod on: the junk is quick, so it waits for it.
-        wait_until("the pod measured", lambda: observed(cluster, namespace).get("podsMeasured"))
+        # Requests count from the operator's first sample of a pod on: the junk is quick, so it waits for both pods'
+        # (one measured is not enough: the junk would go to the other before its first sample, and count for none).
+        wait_until("both pods measured", lambda: (observed(cluster, namespace).get("podsMeasured") or 0) >= 2)
         for prompt in junk(TRAFFIC):
             fleet.of(stable)[0].complete(prompt, SERVED_NAME, max_tokens=1)
         trained = on_its_canary(cluster, namespace)
