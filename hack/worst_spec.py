@@ -33,8 +33,9 @@ Shape = Literal["long", "dense"]
 STORED_BYTES = 1536 * 1024
 # What the spec may take of it: the rest is metadata, and managedFields list every map key and list entry.
 SPEC_BYTES = 1024 * 1024
-# The chart's default tenant policy, with learning opted in: the worst spec learns, which a platform allows.
-POLICY = TenantPolicySpec(learning_allowed=True)
+# The chart's default tenant policy, with learning opted in and every pull Secret allowed: the worst spec learns
+# and pulls with the most Secrets, which a platform allows.
+POLICY = TenantPolicySpec(learning_allowed=True, allowed_image_pull_secrets=["*"])
 DENSE_LENGTH = 8  # strings of the dense shape: long enough to be distinct
 OMIT = object()
 
@@ -184,7 +185,6 @@ VALID: dict[str, Choice] = {
     "spec.podTemplate.spec.terminationGracePeriodSeconds": 3600,
     "spec.resources.npuResourceName": "huawei.com/Ascend910",
     "spec.placement.schedulerName": "default-scheduler",
-    "spec.runtime.imagePullSecrets[]": "vllm-api-key",
     "spec.podTemplate.spec.volumes[].name": lambda f: f"v{f.index}",
     **{f"spec.podTemplate.spec.volumes[].{s}": OMIT for s in _SOURCES},
     **{f"{c}.env[].valueFrom": OMIT for c in _CONTAINERS},

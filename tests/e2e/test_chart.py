@@ -139,9 +139,9 @@ def test_the_chart_can_be_a_dependency(cluster: Cluster, tmp_path: Path) -> None
     out = helm(cluster, "template", "platform", str(parent), "--set", "global.storageClass=fast").stdout
     (deployment,) = [o for o in yaml.safe_load_all(out) if o and o["kind"] == "Deployment"]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    assert container["image"] == "mirror.example.com/specinfer/specinfer-operator:0.1.0"
+    assert container["image"] == "mirror.example.com/specinfer/specinfer-operator:0.2.0"
     env = {e["name"]: e.get("value") for e in container["env"]}
-    assert env["SPECINFER_RUNTIME_IMAGE"] == "mirror.example.com/specinfer/specinfer-runtime:0.1.0"
+    assert env["SPECINFER_RUNTIME_IMAGE"] == "mirror.example.com/specinfer/specinfer-runtime:0.2.0"
 
 
 def operator_env(cluster: Cluster, namespace: str, values: list[str]) -> tuple[str, dict[str, str]]:
@@ -153,7 +153,7 @@ def operator_env(cluster: Cluster, namespace: str, values: list[str]) -> tuple[s
 
 def test_images_are_references_built_from_their_parts(cluster: Cluster, namespace: str) -> None:
     image, env = operator_env(cluster, namespace, [])
-    assert image == "ghcr.io/specinfer/specinfer-operator:0.1.0"
+    assert image == "ghcr.io/specinfer/specinfer-operator:0.2.0"
     assert env["SPECINFER_RUNTIME_IMAGE"] == children.DEFAULT_RUNTIME_IMAGE, "the operator's own default"
     digest = "sha256:" + "0" * 64
     image, env = operator_env(
@@ -241,7 +241,7 @@ def test_rendered_manifests_pass_the_api_servers_validation(
             f"{crd} Established",
             lambda crd=crd: cluster.kubectl("wait", "--for=condition=Established", crd, check=False).returncode == 0,
         )
-    for other in ("team-a", "team-b"):
+    for other in ("team-a", "team-b", "monitoring"):  # options-values.yaml's watched and monitoring namespaces
         cluster.kubectl("create", "namespace", other, check=False)
     rendered = {variant: render(cluster, namespace, values) for variant, values in VARIANTS.items()}
     rendered["specinfer-crds"] = crds_chart(cluster)

@@ -261,10 +261,34 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], Refused]] = [
         "spec.podTemplate.spec.volumes",
     ),
     (
-        "another team's pull Secret",
-        {"runtime": {"imagePullSecrets": ["their-registry"]}},
+        "a pull Secret, none being allowed by default",
+        {"runtime": {"imagePullSecrets": [{"name": "registry"}]}},
         {},
         "spec.runtime.imagePullSecrets",
+    ),
+    (
+        "a pull Secret the policy lists among application Secrets only",
+        {"runtime": {"imagePullSecrets": [{"name": "team-a-registry"}]}},
+        {"allowedSecrets": ["*"]},
+        "spec.runtime.imagePullSecrets",
+    ),
+    (
+        "another team's pull Secret",
+        {"runtime": {"imagePullSecrets": [{"name": "team-a-registry"}, {"name": "team-b-registry"}]}},
+        {"allowedImagePullSecrets": ["team-a-*"]},
+        "spec.runtime.imagePullSecrets",
+    ),
+    (
+        "pull Secrets by name and by prefix",
+        {"runtime": {"imagePullSecrets": [{"name": "registry"}, {"name": "team-a-mirror"}]}},
+        {"allowedImagePullSecrets": ["registry", "team-a-*"]},
+        None,
+    ),
+    (
+        "a pull Secret allowed does not allow it as an application Secret",
+        {"runtime": {"envFrom": [{"secretRef": {"name": "registry"}}]}},
+        {"allowedImagePullSecrets": ["registry"]},
+        "spec.runtime.envFrom",
     ),
     (
         "a Secret as the Hub token",
@@ -291,8 +315,13 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], Refused]] = [
     ),
     (
         "Secrets by prefix",
-        {"runtime": {"envFrom": [{"secretRef": {"name": "team-a-db"}}], "imagePullSecrets": ["team-a-registry"]}},
-        {"allowedSecrets": ["team-a-*"]},
+        {
+            "runtime": {
+                "envFrom": [{"secretRef": {"name": "team-a-db"}}],
+                "imagePullSecrets": [{"name": "team-a-registry"}],
+            }
+        },
+        {"allowedSecrets": ["team-a-*"], "allowedImagePullSecrets": ["team-a-*"]},
         None,
     ),
     (

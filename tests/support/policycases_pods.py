@@ -156,6 +156,8 @@ POD_CASES: list[tuple[str, dict[str, Any], dict[str, Any], Refused]] = [
         "spec.disruptionBudget",
     ),
     ("a budget that lets one pod go", {"disruptionBudget": {"maxUnavailable": 1}}, {}, None),
+    ("a budget of the default size", {"disruptionBudget": {}}, {}, None),
+    ("a budget turned off", {"disruptionBudget": {"enabled": False, "maxUnavailable": 0}}, {}, None),
     (
         "a budget that lets no pod go, allowed",
         {"disruptionBudget": {"maxUnavailable": 0}},

@@ -1,12 +1,20 @@
+{{/* The chart's name, or nameOverride: the app.kubernetes.io/name label, and part of the full name. */}}
 {{- define "specinfer.name" -}}
-{{- .Chart.Name | trunc 63 | trimSuffix "-" }}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
+{{/* Name of the release's objects: fullnameOverride, else the release's name, followed by the chart's (or
+nameOverride) unless it contains it already. */}}
 {{- define "specinfer.fullname" -}}
-{{- if contains .Chart.Name .Release.Name }}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := include "specinfer.name" . }}
+{{- if contains $name .Release.Name }}
 {{- .Release.Name | trunc 63 | trimSuffix "-" }}
 {{- else }}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
 {{- end }}
 {{- end }}
 
@@ -22,6 +30,9 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/component: operator
 app.kubernetes.io/part-of: specinfer
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{- define "specinfer.serviceAccountName" -}}
@@ -192,4 +203,18 @@ operator's flags, which take seconds. */}}
 {{- else -}}
 127.0.0.1:{{ .Values.metrics.port }}
 {{- end -}}
+{{- end }}
+
+{{/* The pull Secrets of the operator pods and of every pod the operator renders, as comma-separated names:
+global.imagePullSecrets (names, or {name: ...}, as parent charts write them), then imagePullSecrets, each once. */}}
+{{- define "specinfer.imagePullSecretNames" -}}
+{{- $names := list }}
+{{- range concat ((.Values.global).imagePullSecrets | default list) (.Values.imagePullSecrets | default list) }}
+{{- if kindIs "string" . }}
+{{- $names = append $names . }}
+{{- else }}
+{{- $names = append $names .name }}
+{{- end }}
+{{- end }}
+{{- $names | uniq | join "," }}
 {{- end }}

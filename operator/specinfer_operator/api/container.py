@@ -7,9 +7,9 @@ engine config, the models, the caches), so no mount can replace what the operato
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, Protocol, TypeVar
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 
 from specinfer_operator.api.engine import EngineVersions
 from specinfer_operator.api.quantities import Bytes, Cores, not_below
@@ -49,6 +49,7 @@ RESERVED_ENV = {
     ),
 }
 MAX_MOUNTS = 16
+PullPolicy = Literal["Always", "IfNotPresent", "Never"]  # a container's imagePullPolicy
 
 
 def _by_source() -> dict[str, list[str]]:
@@ -145,17 +146,46 @@ class EnvVar(Section):
         return out
 
 
-def _distinct_names(env: list[EnvVar]) -> list[EnvVar]:
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_N = TypeVar("_N", bound=_Named)
+
+
+def _distinct_names(items: list[_N]) -> list[_N]:
     """Refuse a repeated name, as the API server does for a list keyed by name."""
     seen: set[str] = set()
-    for var in env:
-        if var.name in seen:
-            raise ValueError(f'Duplicate value: {{"name":"{var.name}"}}')
-        seen.add(var.name)
-    return env
+    for item in items:
+        if item.name in seen:
+            raise ValueError(f'Duplicate value: {{"name":"{item.name}"}}')
+        seen.add(item.name)
+    return items
 
 
 EnvList = Annotated[list[EnvVar], AfterValidator(_distinct_names)]
+
+
+class PullSecret(Section):
+    """A Secret of registry credentials, as a Pod's imagePullSecrets names one (LocalObjectReference)."""
+
+    name: ObjectName = Field(description="Name of the Secret (type kubernetes.io/dockerconfigjson).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_a_bare_name(cls, data: Any) -> Any:
+        """The field once took bare names: say how to write one now, rather than only that an object was due."""
+        if isinstance(data, str):
+            raise ValueError(
+                f'Invalid value: "{data}": must be of type object, as in a Pod\'s imagePullSecrets: write '
+                f"[{{name: {data}}}] instead of [{data}]"
+            )
+        return data
+
+
+MAX_PULL_SECRETS = 16
+PullSecretList = Annotated[list[PullSecret], AfterValidator(_distinct_names)]
 
 
 class NamedReference(Section):
@@ -212,11 +242,18 @@ class RuntimeSettings(Section):
         description="The vLLM and vllm-ascend releases in image (its io.specinfer.engine.* labels): with them, a spec "
         "whose features need later releases is refused at kubectl apply instead of failing in its pods.",
     )
-    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
-        default="IfNotPresent", description="Kubernetes imagePullPolicy of the engine container."
+    image_pull_policy: PullPolicy = Field(
+        default="IfNotPresent",
+        description="Kubernetes imagePullPolicy of image, and of spec.learning.training.image; without an image of "
+        "its own the engine runs the operator's default one, pulled by the operator's --runtime-pull-policy.",
     )
-    image_pull_secrets: list[ObjectName] | None = Field(
-        default=None, max_length=16, description="Names of Secrets used to pull the image."
+    image_pull_secrets: PullSecretList | None = list_map(
+        "name",
+        MAX_PULL_SECRETS,
+        "Secrets of the namespace with the credentials of a private registry (`[{name: regcred}]`, as in a Pod), "
+        "used to pull spec.runtime.image, the sidecars' images and spec.learning's training image; the operator's own "
+        "(its chart's imagePullSecrets) follow them. The tenant policy's allowedImagePullSecrets lists those "
+        "a resource may name.",
     )
     env: EnvList | None = list_map(
         "name",

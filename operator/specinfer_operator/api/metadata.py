@@ -28,6 +28,11 @@ ANNOTATIONS_MAX_BYTES = 256 * 1024
 STORED = "stored"
 
 
+def annotation_bytes(annotations: dict[str, str]) -> int:
+    """The size the API server bounds (ANNOTATIONS_MAX_BYTES): keys and values, in bytes."""
+    return sum(len(key.encode()) + len(value.encode()) for key, value in annotations.items())
+
+
 def _checked(info: ValidationInfo) -> bool:
     return bool(info.context and info.context.get(STORED))
 
@@ -71,7 +76,7 @@ class ObjectMeta(BaseModel):
         key = next((k for k in annotations or {} if not QUALIFIED_NAME.fullmatch(k.lower())), None)
         if key is not None:
             raise ValueError(f'Invalid value: "{key}": annotation keys must be {QUALIFIED_NAME_FORMAT}')
-        size = sum(len(key.encode()) + len(value.encode()) for key, value in (annotations or {}).items())
+        size = annotation_bytes(annotations or {})
         if size > ANNOTATIONS_MAX_BYTES:
             raise ValueError(f"Too long: may not be more than {ANNOTATIONS_MAX_BYTES} bytes (annotations hold {size})")
         return annotations

@@ -25,6 +25,7 @@ from specinfer_operator.api.container import (
     VolumeMount,
     no_parent,
 )
+from specinfer_operator.api.labels import JOB_POD_LABELS
 from specinfer_operator.api.placement import INT_BOUND, AnnotationMap, LabelMap
 from specinfer_operator.api.quantities import Bytes, Cores, not_below
 from specinfer_runtime.base import Section, list_map
@@ -324,10 +325,6 @@ class PodSpecOverlay(Section):
             field_path=".initContainers",
         ),
     )
-
-
-# The labels the Job controller puts on a Job's pods: an engine pod carrying them could pass for a Job's pod.
-JOB_POD_LABELS = ("batch.kubernetes.io/job-name", "batch.kubernetes.io/controller-uid", "job-name", "controller-uid")
 
 
 class PodMetadata(Section):

@@ -301,6 +301,12 @@ class PlacementSettings(Section):
     priority_class_name: str | None = Field(
         default=None, max_length=253, pattern=DNS_SUBDOMAIN, description="PriorityClass of the pods."
     )
+    spread_across_nodes: bool = Field(
+        default=True,
+        description="Spread the engine pods over nodes (maxSkew 1 on kubernetes.io/hostname, ScheduleAnyway: a "
+        "small cluster still schedules them), so a node drain or failure takes few engines. Applies unless "
+        "topologySpreadConstraints or affinity.podAntiAffinity are set, which then decide; false turns it off.",
+    )
 
 
 # Label maps under spec.placement, for the admission policy: each a chain of fields, `[]` marking a list.

@@ -127,10 +127,18 @@ class TenantPolicySpec(Section):
     allowed_secrets: list[SecretPattern] = Field(
         **_default(_names(*DEFAULT_SECRETS)),
         max_length=64,
-        description="Secrets of its namespace a resource may name, wherever: env, envFrom and imagePullSecrets of "
-        "the engine, env and envFrom of sidecars and init containers, secret and CSI volumes, Hub tokens. A "
-        "name, or a prefix ending in * (team-a-*; * alone allows every Secret, as Kubernetes does for whoever "
-        "may create pods). The documented examples' hf-token and vllm-api-key by default.",
+        description="Secrets of its namespace a resource may name, wherever: env and envFrom of the engine, of "
+        "sidecars and of init containers, secret and CSI volumes, Hub tokens (pull Secrets: "
+        "allowedImagePullSecrets). A name, or a prefix ending in * (team-a-*; * alone allows every Secret, as "
+        "Kubernetes does for whoever may create pods). The documented examples' hf-token and vllm-api-key by "
+        "default.",
+    )
+    allowed_image_pull_secrets: list[SecretPattern] = Field(
+        **_default(list),
+        max_length=64,
+        description="Registry credentials (Secrets of its namespace) spec.runtime.imagePullSecrets may name: a "
+        "name, or a prefix ending in * (team-a-*; * alone allows every Secret). None by default: the pods pull "
+        "with the operator's pull Secrets (its chart's imagePullSecrets) and the nodes' own credentials.",
     )
     sidecars_may_run_as_root: bool = Field(
         default=False,

@@ -84,9 +84,12 @@ _PODS = f"{SPEC}.replicas * ({present(f'{SPEC}.parallelism.nodes')} ? {SPEC}.par
 
 
 def _evicts(budget: str) -> str:
-    """CEL: the disruption budget `budget` lets a drain evict a pod while every pod is up."""
-    least = f"{budget}.minAvailable"
-    return f"(has({budget}.maxUnavailable) ? {budget}.maxUnavailable >= 1 : ({least} == 0 || {least} < {_PODS}))"
+    """CEL: the disruption budget `budget` lets a drain evict a pod while every pod is up (or is turned off;
+    with neither field set it is maxUnavailable 1)."""
+    least, most = f"{budget}.minAvailable", f"{budget}.maxUnavailable"
+    off = f"(has({budget}.enabled) && !{budget}.enabled)"
+    evicts = f"(has({most}) ? {most} >= 1 : (!has({least}) || {least} == 0 || {least} < {_PODS}))"
+    return f"({off} || {evicts})"
 
 
 # Pod annotations that keep a node from being drained or scaled down while the pod runs (Karpenter's, the

@@ -2,9 +2,11 @@
 
 A pod that names a Secret gets its value (in its environment, as files, as a pull or driver credential):
 whoever makes such a pod can read the Secret through it, and with an image of their own, send it anywhere.
-So every place a spec names a Secret is held to allowedSecrets: the engine's env, envFrom and
-imagePullSecrets, the sidecars' and init containers' env and envFrom, secret and CSI volumes, and the Hub
-tokens of the model and the draft.
+So every place a spec names a Secret is held to allowedSecrets: the engine's env and envFrom, the sidecars'
+and init containers' env and envFrom, secret and CSI volumes, and the Hub tokens of the model and the draft.
+The pull Secrets of spec.runtime.imagePullSecrets are held to allowedImagePullSecrets instead: a registry
+credential is the platform's to hand out, not one of the application's Secrets, and the kubelet, not the
+tenant's process, reads it.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ from collections.abc import Callable
 from specinfer_operator.api.policy_cel import CONTAINER_GROUPS, OVERLAY, SPEC, WHY, forbid, listed, present
 from specinfer_runtime.celrules import Rule
 
-SECRETS = "params.spec.allowedSecrets"
+SECRETS = "allowedSecrets"
+PULL_SECRETS = "allowedImagePullSecrets"
 
 
-def secret_allowed(name: str) -> str:
-    """CEL: the Secret `name` is allowed: listed, or under a listed prefix (`team-a-*`; `*` is every Secret)."""
-    return f"{SECRETS}.exists(p, p == {name} || (p.endsWith('*') && {name}.startsWith(p.replace('*', ''))))"
+def secret_allowed(name: str, allowed: str = SECRETS) -> str:
+    """CEL: the Secret `name` is in the policy's list `allowed`: listed, or under a listed prefix (`team-a-*`;
+    `*` is every Secret)."""
+    return f"params.spec.{allowed}.exists(p, p == {name} || (p.endsWith('*') && {name}.startsWith(p.replace('*', ''))))"
 
 
 def _env(env: str) -> str:
@@ -37,16 +41,24 @@ def _from_env(c: str) -> str:
     return f"{listed(f'{c}.env', _env)} + {listed(f'{c}.envFrom', _env_from)}"
 
 
-_REFUSED = (
-    f"Secrets %s are not allowed by {WHY}, which allows %s (a name, or a prefix ending in *): use an allowed "
-    "Secret, or ask the platform team to allow it"
-)
+def _refused(kind: str, allowed: str) -> str:
+    """The refusal of `kind` (Secrets, pull Secrets) the policy's list `allowed` does not name: which ones, what
+    the list holds, and the fix (args: the refused names, then the list)."""
+    return (
+        f"{kind} %s are not allowed by {WHY}, whose {allowed} is %s (names, or prefixes ending in *): use one of "
+        f"those, or ask the platform team to add them to {allowed}"
+    )
 
 
-def _names(names: str, field_path: str) -> Rule:
-    """Every Secret of the CEL list `names` is allowed."""
-    ok = secret_allowed("n")
-    return forbid(f"{names}.all(n, {ok})", _REFUSED, field_path, (f"{names}.filter(n, !({ok}))", SECRETS))
+def _names(names: str, field_path: str, allowed: str = SECRETS, kind: str = "Secrets") -> Rule:
+    """Every Secret of the CEL list `names` is in the policy's list `allowed`."""
+    ok = secret_allowed("n", allowed)
+    return forbid(
+        f"{names}.all(n, {ok})",
+        _refused(kind, allowed),
+        field_path,
+        (f"{names}.filter(n, !({ok}))", f"params.spec.{allowed}"),
+    )
 
 
 def _engine(field: str, names: Callable[[str], str]) -> Rule:
@@ -60,12 +72,12 @@ def _containers(group: str) -> Rule:
     ok = secret_allowed("n")
     return forbid(
         f"!({present(every)}) || {every}.all(c, ({_from_env('c')}).all(n, {ok}))",
-        _REFUSED,
+        _refused("Secrets", SECRETS),
         f".spec.podTemplate.spec.{group}",
         (
             f"{every}.filter(c, !({_from_env('c')}).all(n, {ok}))"
             f".map(c, c.name + ': ' + ({_from_env('c')}).filter(n, !({ok})).join(', '))",
-            SECRETS,
+            f"params.spec.{SECRETS}",
         ),
     )
 
@@ -78,7 +90,12 @@ def _token(source: str) -> Rule:
 SECRET_RULES: tuple[Rule, ...] = (
     _engine("env", _env),
     _engine("envFrom", _env_from),
-    _engine("imagePullSecrets", lambda names: names),
+    _names(
+        listed(f"{SPEC}.runtime.imagePullSecrets", lambda refs: f"{refs}.map(s, s.name)"),
+        ".spec.runtime.imagePullSecrets",
+        PULL_SECRETS,
+        "pull Secrets",
+    ),
     *(_containers(group) for group in CONTAINER_GROUPS),
     _names(
         listed(

@@ -65,7 +65,12 @@ FIELDS: tuple[Reach, ...] = (
         "Whether a cached private image needs its pull Secret again is the kubelet's and the AlwaysPullImages "
         "admission plugin's matter, as for any pod",
     ),
-    Reach("spec.runtime.imagePullSecrets[]", POD, ("allowedSecrets",), "Secrets by name"),
+    Reach(
+        "spec.runtime.imagePullSecrets[].name",
+        POD,
+        ("allowedImagePullSecrets",),
+        "registry credentials by name, which the kubelet uses to pull the pods' images",
+    ),
     Reach(
         "spec.runtime.env[].{name,value}",
         CONTAINER,
@@ -144,6 +149,7 @@ FIELDS: tuple[Reach, ...] = (
         "where the pods go relative to other pods: it limits their own placement only, and no taint is passed",
     ),
     Reach("spec.placement.topologySpreadConstraints[].**", POD, (), "how the pods spread: their own placement only"),
+    Reach("spec.placement.spreadAcrossNodes", POD, (), "a preferred spread of the pods over nodes: their own only"),
     Reach("spec.placement.schedulerName", POD, ("allowedSchedulers",), "default-scheduler, or one listed"),
     Reach("spec.placement.priorityClassName", POD, ("allowedPriorityClasses",), "none listed: any but system-*"),
     # The pod template overlay.

@@ -72,7 +72,9 @@ class SpeculativeInferenceSpec(EngineSpec):
         "template; the operator's own fields win.",
     )
     disruption_budget: DisruptionBudget | None = Field(
-        default=None, description="A PodDisruptionBudget over the engine pods; none when unset."
+        default=None,
+        description="A PodDisruptionBudget over the engine pods. Unset, one of maxUnavailable 1 once the resource "
+        "may run two engines or more (replicas, or autoscaling.maxReplicas); `enabled: false` turns it off.",
     )
     inference_pool: InferencePoolSettings | None = Field(
         default=None,
@@ -137,6 +139,10 @@ class SpeculativeInferenceSpec(EngineSpec):
         """The engine part, as the pod's runtime reads it."""
         engine = self.model_dump(include=set(EngineSpec.model_fields), exclude={"speculative": {"tuning"}})
         return EngineSpec.model_validate(engine)
+
+    def several(self) -> bool:
+        """Whether the resource may run two engines or more: now (replicas), or once the autoscaler scales it."""
+        return self.replicas >= 2 or (self.autoscaling is not None and self.autoscaling.max_replicas >= 2)
 
     def npus_per_pod(self) -> int:
         return self.resources.npus_per_pod or self.parallelism.npus_per_node()

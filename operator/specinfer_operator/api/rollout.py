@@ -108,10 +108,16 @@ class RolloutSettings(Section):
 
 class DisruptionBudget(Section):
     """A PodDisruptionBudget over the engine pods (policy/v1): how many a node drain may evict at once.
-    Model loading takes minutes, so an evicted engine is gone for a while."""
+    Model loading takes minutes, so an evicted engine is gone for a while. Unset, a resource that may run two
+    engines or more (replicas, or autoscaling.maxReplicas) gets one of maxUnavailable 1."""
 
+    enabled: bool = Field(
+        default=True,
+        description="false: no PodDisruptionBudget, not even the default one (a drain may then evict every engine "
+        "at once).",
+    )
     max_unavailable: int | None = Field(
-        default=None, ge=0, le=1000, description="Pods a voluntary eviction may take down at once."
+        default=None, ge=0, le=1000, description="Pods a voluntary eviction may take down at once; 1 when unset."
     )
     min_available: int | None = Field(
         default=None, ge=0, le=1000, description="Instead of maxUnavailable: pods that must stay up."
@@ -120,8 +126,14 @@ class DisruptionBudget(Section):
     cel_rules: ClassVar[tuple[Rule, ...]] = (
         Rule(
             id="kubernetes",
-            rule="has(self.maxUnavailable) != has(self.minAvailable)",
-            message="set exactly one of maxUnavailable and minAvailable",
+            rule="!has(self.maxUnavailable) || !has(self.minAvailable)",
+            message="set one of maxUnavailable and minAvailable, not both",
             field_path=".maxUnavailable",
         ),
     )
+
+    def terms(self) -> dict[str, int]:
+        """The PodDisruptionBudget's own fields: minAvailable, or maxUnavailable (1 unless set)."""
+        if self.min_available is not None:
+            return {"minAvailable": self.min_available}
+        return {"maxUnavailable": 1 if self.max_unavailable is None else self.max_unavailable}

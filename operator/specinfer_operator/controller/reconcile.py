@@ -49,7 +49,15 @@ from specinfer_operator.platform import metrics
 from specinfer_operator.render import workload
 from specinfer_operator.render.admission import check
 from specinfer_operator.render.autoscaler import KEDA_API_VERSION, SCALED_OBJECT
-from specinfer_operator.render.children import RenderDefaults, family_hash, is_pool, label_selector, render
+from specinfer_operator.render.children import (
+    RenderDefaults,
+    disruption_budget,
+    family_hash,
+    is_pool,
+    label_selector,
+    placement,
+    render,
+)
 from specinfer_operator.render.learning import claim_name
 from specinfer_operator.render.sizing import CPU_PER_NPU, NPU_MEMORY, amount, size
 from specinfer_operator.tuning import applied
@@ -97,7 +105,7 @@ def capacity_problem(desired: Desired, node_selector: dict[str, str], nodes: lis
     offering = [(npus, allocatable) for npus, allocatable in offers if npus > 0]
     if not offering:
         return None
-    where = " matching spec.placement.nodeSelector" if node_selector else ""
+    where = " matching the pods' nodeSelector (spec.placement's, else the operator's)" if node_selector else ""
     need, group = desired.npus_per_pod, desired.group_size
     most = max(npus for npus, _ in offering)
     if need > most:
@@ -155,7 +163,7 @@ def verdict_of(
     missing = groups() if desired.group_size > 1 else None
     if missing:
         return Verdict(False, GROUPS_MISSING, missing, warnings), cr, None
-    problem = capacity_problem(desired, cr.spec.placement.node_selector or {}, nodes)
+    problem = capacity_problem(desired, placement(cr.spec, defaults).node_selector or {}, nodes)
     if problem:
         return Verdict(False, INSUFFICIENT_NPUS, problem, warnings), cr, None
     return Verdict(True, "ValidWithWarnings" if warnings else "Valid", "", warnings), cr, desired
@@ -309,7 +317,7 @@ def drop_unwanted(
         owned.delete("autoscaling/v2", "HorizontalPodAutoscaler", namespace, name, owner)
     if previous.get("observedGeneration") == meta.get("generation"):
         return
-    if cr.spec.disruption_budget is None:
+    if disruption_budget(cr) is None:
         owned.delete("policy/v1", "PodDisruptionBudget", namespace, name, owner)
     if cr.spec.autoscaling is None:  # spec.replicas stays where the autoscaler left it
         owned.delete("autoscaling/v2", "HorizontalPodAutoscaler", namespace, name, owner)

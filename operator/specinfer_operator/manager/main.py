@@ -27,7 +27,6 @@ from specinfer_operator.manager.settings import Settings, parse
 from specinfer_operator.manager.tls import server_context
 from specinfer_operator.platform.kube import Kube
 from specinfer_operator.platform.leader import Elector
-from specinfer_operator.render.children import RenderDefaults
 from specinfer_operator.telemetry.loop import Telemetry
 
 log = logging.getLogger("specinfer_operator")
@@ -99,12 +98,9 @@ def run(settings: Settings) -> None:
             os.kill(os.getpid(), signal.SIGTERM)
 
         elector.keep(lost=step_down)
-    defaults = RenderDefaults(
-        settings.runtime_image, settings.npu_resource_name, settings.keda_prometheus, settings.trainer_image
-    )
     ctx = Context(
         kube,
-        defaults,
+        settings.render,
         event_poster(kube, utc_now),
         groups_enabled=settings.leader_worker_set,
         policy_name=settings.tenant_policy,

@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specinfer_operator.manager.serving import is_loopback, parse_bind
-from specinfer_operator.render.children import DEFAULT_NPU_RESOURCE, DEFAULT_RUNTIME_IMAGE, DEFAULT_TRAINER_IMAGE
+from specinfer_operator.render import flags
+from specinfer_operator.render.children import RenderDefaults
 from specinfer_operator.telemetry.targets import ScrapeConfig
 
 
 @dataclass(frozen=True)
 class Settings:
-    runtime_image: str
-    trainer_image: str
-    npu_resource_name: str
+    render: RenderDefaults  # what the operator renders where a resource says nothing (render/flags.py)
     namespaces: tuple[str, ...]
     metrics_bind: tuple[str, int] | None
     health_port: int
@@ -29,13 +26,8 @@ class Settings:
     scrape: ScrapeConfig
     leader_worker_set: bool = True
     tenant_policy: str = ""
-    keda_prometheus: str = ""
     metrics_secure: bool = True
     metrics_cert_dir: str = ""
-
-
-def _env(name: str, default: str) -> str:
-    return os.environ.get(name, default)
 
 
 def _flag(text: str) -> bool:
@@ -52,22 +44,7 @@ def parse(argv: Sequence[str] | None = None) -> Settings:
         description="Reconcile SpeculativeInference resources into vLLM-Ascend pods. Every flag also reads "
         "the environment variable named in its help.",
     )
-    p.add_argument(
-        "--runtime-image",
-        default=_env("SPECINFER_RUNTIME_IMAGE", DEFAULT_RUNTIME_IMAGE),
-        help="image for resources that set no spec.runtime.image (SPECINFER_RUNTIME_IMAGE)",
-    )
-    p.add_argument(
-        "--trainer-image",
-        default=_env("SPECINFER_TRAINER_IMAGE", DEFAULT_TRAINER_IMAGE),
-        help="image of spec.learning's training Jobs for resources that set no spec.learning.training.image "
-        "(SPECINFER_TRAINER_IMAGE)",
-    )
-    p.add_argument(
-        "--npu-resource-name",
-        default=_env("SPECINFER_NPU_RESOURCE_NAME", DEFAULT_NPU_RESOURCE),
-        help="extended resource for resources that set no spec.resources.npuResourceName (SPECINFER_NPU_RESOURCE_NAME)",
-    )
+    flags.add_arguments(p)
     p.add_argument(
         "--namespace",
         action="append",
@@ -77,7 +54,7 @@ def parse(argv: Sequence[str] | None = None) -> Settings:
     )
     p.add_argument(
         "--metrics-bind-address",
-        default=_env("SPECINFER_METRICS_BIND_ADDRESS", ":8443"),
+        default=flags.env("SPECINFER_METRICS_BIND_ADDRESS", ":8443"),
         metavar="HOST:PORT",
         help="where /metrics listens: :PORT for every address, 127.0.0.1:PORT for a sidecar, 0 for nowhere "
         "(SPECINFER_METRICS_BIND_ADDRESS)",
@@ -87,7 +64,7 @@ def parse(argv: Sequence[str] | None = None) -> Settings:
         type=_flag,
         nargs="?",
         const=True,
-        default=_flag(_env("SPECINFER_METRICS_SECURE", "true")),
+        default=_flag(flags.env("SPECINFER_METRICS_SECURE", "true")),
         metavar="BOOL",
         help="serve /metrics over HTTPS to the bearers of tokens allowed to get the non-resource URL /metrics "
         "(a TokenReview, then a SubjectAccessReview); false serves plain HTTP to anyone, and is only accepted "
@@ -95,7 +72,7 @@ def parse(argv: Sequence[str] | None = None) -> Settings:
     )
     p.add_argument(
         "--metrics-cert-dir",
-        default=_env("SPECINFER_METRICS_CERT_DIR", ""),
+        default=flags.env("SPECINFER_METRICS_CERT_DIR", ""),
         metavar="DIR",
         help="directory of the metrics port's tls.crt and tls.key (a kubernetes.io/tls Secret); a self-signed "
         "certificate made at start when unset (SPECINFER_METRICS_CERT_DIR)",
@@ -103,90 +80,80 @@ def parse(argv: Sequence[str] | None = None) -> Settings:
     p.add_argument(
         "--health-port",
         type=int,
-        default=int(_env("SPECINFER_HEALTH_PORT", "8081")),
+        default=int(flags.env("SPECINFER_HEALTH_PORT", "8081")),
         help="port of /healthz and /readyz for the kubelet's probes, on every address (SPECINFER_HEALTH_PORT)",
     )
     p.add_argument(
         "--log-level",
-        default=_env("SPECINFER_LOG_LEVEL", "info"),
+        default=flags.env("SPECINFER_LOG_LEVEL", "info"),
         choices=("debug", "info", "warning", "error"),
         help="(SPECINFER_LOG_LEVEL)",
     )
     p.add_argument(
         "--log-format",
-        default=_env("SPECINFER_LOG_FORMAT", "text"),
+        default=flags.env("SPECINFER_LOG_FORMAT", "text"),
         choices=("text", "json"),
         help="json for log collectors (SPECINFER_LOG_FORMAT)",
     )
     p.add_argument(
         "--leader-election",
         action=argparse.BooleanOptionalAction,
-        default=_env("SPECINFER_LEADER_ELECTION", "false").lower() in ("1", "true", "yes"),
+        default=flags.env("SPECINFER_LEADER_ELECTION", "false").lower() in ("1", "true", "yes"),
         help="hold a Lease so that only one of several replicas reconciles (SPECINFER_LEADER_ELECTION)",
     )
     p.add_argument(
         "--leader-election-namespace",
-        default=_env("SPECINFER_LEADER_ELECTION_NAMESPACE", _env("POD_NAMESPACE", "default")),
+        default=flags.env("SPECINFER_LEADER_ELECTION_NAMESPACE", flags.env("POD_NAMESPACE", "default")),
         help="namespace of the Lease (SPECINFER_LEADER_ELECTION_NAMESPACE, else POD_NAMESPACE)",
     )
     p.add_argument(
         "--leader-election-id",
-        default=_env("SPECINFER_LEADER_ELECTION_ID", "specinfer-operator"),
+        default=flags.env("SPECINFER_LEADER_ELECTION_ID", "specinfer-operator"),
         help="name of the Lease (SPECINFER_LEADER_ELECTION_ID)",
     )
     p.add_argument(
         "--leader-worker-set",
         action=argparse.BooleanOptionalAction,
-        default=_env("SPECINFER_LEADER_WORKER_SET", "true").lower() in ("1", "true", "yes"),
+        default=flags.env("SPECINFER_LEADER_WORKER_SET", "true").lower() in ("1", "true", "yes"),
         help="run engines over several nodes (spec.parallelism.nodes) as LeaderWorkerSets; without it, such specs "
         "are refused with what to install (SPECINFER_LEADER_WORKER_SET)",
     )
     p.add_argument(
         "--tenant-policy",
-        default=_env("SPECINFER_TENANT_POLICY", ""),
+        default=flags.env("SPECINFER_TENANT_POLICY", ""),
         help="name of the SpeculativeInferencePolicy to enforce (the chart sets it); its built-in defaults when unset "
         "or missing (SPECINFER_TENANT_POLICY)",
-    )
-    p.add_argument(
-        "--keda-prometheus",
-        default=_env("SPECINFER_KEDA_PROMETHEUS", ""),
-        metavar="URL",
-        help="render spec.autoscaling as KEDA ScaledObjects whose Prometheus triggers query this server "
-        "(http://prometheus.monitoring:9090) instead of HorizontalPodAutoscalers on the custom metrics API "
-        "(SPECINFER_KEDA_PROMETHEUS)",
     )
     default = ScrapeConfig()
     p.add_argument(
         "--scrape-interval",
         type=float,
-        default=float(_env("SPECINFER_SCRAPE_INTERVAL", str(default.interval))),
+        default=float(flags.env("SPECINFER_SCRAPE_INTERVAL", str(default.interval))),
         help="seconds between scrapes of each engine pod's /metrics for acceptance, unless a resource sets "
         "spec.telemetry.intervalSeconds; 0 turns the scraping off (SPECINFER_SCRAPE_INTERVAL)",
     )
     p.add_argument(
         "--scrape-timeout",
         type=float,
-        default=float(_env("SPECINFER_SCRAPE_TIMEOUT", str(default.timeout))),
+        default=float(flags.env("SPECINFER_SCRAPE_TIMEOUT", str(default.timeout))),
         help="seconds one pod's /metrics may take, connect to last byte (SPECINFER_SCRAPE_TIMEOUT)",
     )
     p.add_argument(
         "--scrape-concurrency",
         type=int,
-        default=int(_env("SPECINFER_SCRAPE_CONCURRENCY", str(default.concurrency))),
+        default=int(flags.env("SPECINFER_SCRAPE_CONCURRENCY", str(default.concurrency))),
         help="pods scraped at once (SPECINFER_SCRAPE_CONCURRENCY)",
     )
     p.add_argument(
         "--status-refresh",
         type=float,
-        default=float(_env("SPECINFER_STATUS_REFRESH", str(default.refresh))),
+        default=float(flags.env("SPECINFER_STATUS_REFRESH", str(default.refresh))),
         help="seconds a steady acceptance figure goes without a status write; figures that move beyond their "
         "tolerance are written at once (SPECINFER_STATUS_REFRESH)",
     )
     args = p.parse_args(argv)
     if args.scrape_interval < 0 or args.scrape_timeout <= 0 or args.scrape_concurrency < 1 or args.status_refresh <= 0:
         p.error("--scrape-interval must be >= 0, --scrape-timeout and --status-refresh > 0, --scrape-concurrency >= 1")
-    if args.keda_prometheus and not re.fullmatch(r"https?://[^\s/]+(/\S*)?", args.keda_prometheus):
-        p.error(f"--keda-prometheus {args.keda_prometheus!r} is not an http:// or https:// URL")
     try:
         metrics_bind = parse_bind(args.metrics_bind_address)
     except ValueError as error:
@@ -196,11 +163,13 @@ def parse(argv: Sequence[str] | None = None) -> Settings:
             f"--metrics-secure=false serves /metrics to anyone who connects: bind it to loopback (127.0.0.1:PORT), "
             f"not {args.metrics_bind_address!r}"
         )
-    namespaces = args.namespaces or [n for n in _env("SPECINFER_NAMESPACES", "").split(",") if n]
+    try:
+        render = flags.render_defaults(args)
+    except ValueError as error:
+        p.error(str(error))
+    namespaces = args.namespaces or [n for n in flags.env("SPECINFER_NAMESPACES", "").split(",") if n]
     return Settings(
-        runtime_image=args.runtime_image,
-        trainer_image=args.trainer_image,
-        npu_resource_name=args.npu_resource_name,
+        render=render,
         namespaces=tuple(namespaces),
         metrics_bind=metrics_bind,
         health_port=args.health_port,
@@ -212,7 +181,6 @@ def parse(argv: Sequence[str] | None = None) -> Settings:
         scrape=ScrapeConfig(args.scrape_interval, args.scrape_timeout, args.scrape_concurrency, args.status_refresh),
         leader_worker_set=args.leader_worker_set,
         tenant_policy=args.tenant_policy,
-        keda_prometheus=args.keda_prometheus,
         metrics_secure=args.metrics_secure,
         metrics_cert_dir=args.metrics_cert_dir,
     )

@@ -11,6 +11,7 @@ from specinfer_operator.api.metadata import STORED
 from specinfer_operator.api.policy import POLICY_KIND, TenantPolicySpec, policy_problems
 from specinfer_operator.api.resource import API_VERSION, GROUP, KIND, SpeculativeInference
 from specinfer_operator.api.traps import traps
+from specinfer_operator.render.children import annotation_warnings
 from specinfer_operator.render.pod import overridden
 from specinfer_operator.render.sizing import qos_warnings
 from specinfer_operator.render.storage import download_warnings
@@ -74,4 +75,4 @@ def check(
 def _warnings(cr: SpeculativeInference, resource: dict[str, Any]) -> list[Problem]:
     """Accepted, but probably not what was meant, or not checkable here (admission warns the same)."""
     pod = overridden(cr.spec.pod_template) + download_warnings(cr.spec) + qos_warnings(cr.spec)
-    return advise(cr.spec) + pod + undeclared(resource) + traps(resource)
+    return advise(cr.spec) + pod + annotation_warnings(cr) + undeclared(resource) + traps(resource)

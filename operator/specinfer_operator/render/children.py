@@ -10,11 +10,21 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from specinfer_operator.api.labels import CONFIG_HASH_ANNOTATION, labels, selector_labels
-from specinfer_operator.api.resource import API_VERSION, KIND, SpeculativeInference
+from specinfer_operator.api.container import PullPolicy
+from specinfer_operator.api.labels import (
+    CONFIG_HASH_ANNOTATION,
+    VERSION_LABEL,
+    labels,
+    propagated,
+    selector_labels,
+    version_label,
+)
+from specinfer_operator.api.metadata import ANNOTATIONS_MAX_BYTES, annotation_bytes
+from specinfer_operator.api.placement import PlacementSettings, Toleration
+from specinfer_operator.api.resource import API_VERSION, KIND, SpeculativeInference, SpeculativeInferenceSpec
 from specinfer_operator.api.service import INFERENCE_POOL_API_VERSION, INFERENCE_POOL_KIND
 from specinfer_operator.render import workload
 from specinfer_operator.render.autoscaler import autoscaler, scaled_object
@@ -22,10 +32,11 @@ from specinfer_operator.render.learning import claim_name
 from specinfer_operator.render.pod import CONFIG_FILE, pod_template
 from specinfer_runtime.engine import ENGINE_PORT, EngineSpec
 from specinfer_runtime.tokens import SCHEDULE_FIELD
+from specinfer_runtime.validation import Problem
 
-DEFAULT_RUNTIME_IMAGE = "ghcr.io/specinfer/specinfer-runtime:0.1.0"
+DEFAULT_RUNTIME_IMAGE = "ghcr.io/specinfer/specinfer-runtime:0.2.0"
 DEFAULT_NPU_RESOURCE = "huawei.com/Ascend910"
-DEFAULT_TRAINER_IMAGE = "ghcr.io/specinfer/specinfer-trainer:0.1.0"
+DEFAULT_TRAINER_IMAGE = "ghcr.io/specinfer/specinfer-trainer:0.2.0"
 
 
 @dataclass(frozen=True)
@@ -36,6 +47,33 @@ class RenderDefaults:
     npu_resource_name: str = DEFAULT_NPU_RESOURCE
     keda_prometheus: str = ""  # the Prometheus KEDA queries: spec.autoscaling as a ScaledObject, not an HPA
     trainer_image: str = DEFAULT_TRAINER_IMAGE  # spec.learning's Jobs
+    # Pull policies of the two default images; a resource's own image is pulled by its spec.runtime.imagePullPolicy.
+    runtime_pull_policy: PullPolicy = "IfNotPresent"
+    trainer_pull_policy: PullPolicy = "IfNotPresent"
+    # The engine and training pods' tolerations and nodeSelector where spec.placement sets none (placement()).
+    tolerations: tuple[Toleration, ...] = ()
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    # Pull Secrets of every engine and training pod, after the resource's own (the chart's imagePullSecrets).
+    image_pull_secrets: tuple[str, ...] = ()
+
+
+def placement(spec: SpeculativeInferenceSpec, defaults: RenderDefaults) -> PlacementSettings:
+    """spec.placement with the operator's tolerations and nodeSelector (e.g. the NPU nodes' taint) where it sets
+    none. The resource wins: its own list or map replaces the operator's whole, and an empty one opts out, so that
+    a resource's pods run where its spec says without merging rules to learn."""
+    own = spec.placement
+    tolerations = own.tolerations if own.tolerations is not None else list(defaults.tolerations) or None
+    node_selector = own.node_selector if own.node_selector is not None else dict(defaults.node_selector) or None
+    return own.model_copy(update={"tolerations": tolerations, "node_selector": node_selector})
+
+
+def pod_spec(spec: SpeculativeInferenceSpec, defaults: RenderDefaults) -> SpeculativeInferenceSpec:
+    """The spec its engine pods are rendered from: placement()'s tolerations and nodeSelector, and without an image
+    of its own the default image's pull policy."""
+    runtime = spec.runtime
+    if runtime.image is None:
+        runtime = runtime.model_copy(update={"image_pull_policy": defaults.runtime_pull_policy})
+    return spec.model_copy(update={"runtime": runtime, "placement": placement(spec, defaults)})
 
 
 def engine_config_json(engine: EngineSpec) -> str:
@@ -94,12 +132,44 @@ def label_selector(labels: Mapping[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in labels.items())
 
 
-def owned_metadata(cr: SpeculativeInference, name: str) -> dict[str, Any]:
-    """A child's metadata: its name, the resource's namespace and labels, and the resource as its owner."""
+def child_annotations(cr: SpeculativeInference, own: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A child's annotations: its `own`, which win, over the resource's (all but the reserved ones). The
+    resource's are left off a child they would take past the API server's limit (the Service's own can hold
+    140 KiB); annotation_warnings says so."""
+    inherited = {**propagated(cr.metadata.annotations), **(own or {})}
+    return inherited if annotation_bytes(inherited) <= ANNOTATIONS_MAX_BYTES else dict(own or {})
+
+
+def annotation_warnings(cr: SpeculativeInference) -> list[Problem]:
+    """The resource's annotations that the Service cannot carry beside spec.service.annotations."""
+    size = annotation_bytes({**propagated(cr.metadata.annotations), **(cr.spec.service.annotations or {})})
+    if size > ANNOTATIONS_MAX_BYTES:
+        return [
+            Problem(
+                "metadata.annotations",
+                f"with spec.service.annotations they hold {size} bytes, above the {ANNOTATIONS_MAX_BYTES} an "
+                "object may carry: the Service gets only its own annotations; shorten either",
+                "kubernetes",
+            )
+        ]
+    return []
+
+
+def owned_metadata(cr: SpeculativeInference, name: str, own: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A child's metadata: its name, the resource's namespace, the resource's labels (but the reserved
+    ones, labels.propagated) under the operator's `own` (the engines' labels by default) and its version,
+    the resource's annotations, and the resource as its owner. No selector reads the resource's labels."""
     meta: dict[str, Any] = {"name": name}
     if cr.metadata.namespace:
         meta["namespace"] = cr.metadata.namespace
-    meta["labels"] = labels(cr.metadata.name)
+    meta["labels"] = {
+        **propagated(cr.metadata.labels),
+        **(labels(cr.metadata.name) if own is None else own),
+        VERSION_LABEL: version_label(),
+    }
+    annotations = child_annotations(cr)
+    if annotations:
+        meta["annotations"] = annotations
     if cr.metadata.uid:
         meta["ownerReferences"] = [
             {
@@ -135,12 +205,14 @@ def engines(cr: SpeculativeInference, defaults: RenderDefaults) -> dict[str, Any
     spec, name = cr.spec, cr.metadata.name
     digest = config_hash(cr, defaults)
     template = pod_template(
-        spec,
+        pod_spec(spec, defaults),
         name,
         engine_config_map_name(name, digest),
         spec.runtime.image or defaults.runtime_image,
         spec.resources.npu_resource_name or defaults.npu_resource_name,
         {CONFIG_HASH_ANNOTATION: digest},
+        propagated(cr.metadata.labels),
+        defaults.image_pull_secrets,
     )
     rolling = {"maxUnavailable": spec.rollout.max_unavailable, "maxSurge": spec.rollout.max_surge}
     group = spec.parallelism.group_size()
@@ -171,8 +243,9 @@ def service_selector(cr: SpeculativeInference) -> dict[str, str]:
 def service(cr: SpeculativeInference) -> dict[str, Any]:
     name = cr.metadata.name
     metadata = owned_metadata(cr, name)
-    if cr.spec.service.annotations:
-        metadata["annotations"] = dict(cr.spec.service.annotations)
+    annotations = child_annotations(cr, cr.spec.service.annotations)
+    if annotations:
+        metadata["annotations"] = annotations
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -186,16 +259,20 @@ def service(cr: SpeculativeInference) -> dict[str, Any]:
 
 
 def disruption_budget(cr: SpeculativeInference) -> dict[str, Any] | None:
-    """The PodDisruptionBudget of spec.disruptionBudget over every engine pod (canary pods included)."""
+    """The PodDisruptionBudget of spec.disruptionBudget over every engine pod (canary pods included, and every
+    pod of a group: evicting one takes its group down, whose pods are then unavailable until it is back, so a
+    budget of one pod is one group). Unset, maxUnavailable 1 once the resource may run several engines: a
+    single engine's budget would only block drains or allow what no budget allows."""
     budget = cr.spec.disruption_budget
-    if budget is None:
+    if (budget is None and not cr.spec.several()) or (budget is not None and not budget.enabled):
         return None
     name = cr.metadata.name
+    terms = budget.terms() if budget is not None else {"maxUnavailable": 1}
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": owned_metadata(cr, name),
-        "spec": {"selector": {"matchLabels": selector_labels(name)}, **budget.dump()},
+        "spec": {"selector": {"matchLabels": selector_labels(name)}, **terms},
     }
 
 

@@ -9,6 +9,7 @@ its volumes, sidecars and pod settings beside them (docs/pod-template.md lists t
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from specinfer_operator.api.container import CONFIG_DIR, ENGINE_CONTAINER, ProbeTiming
@@ -35,6 +36,7 @@ POD_SECURITY = {"seccompProfile": {"type": "RuntimeDefault"}}
 # (periodSeconds, failureThreshold) of each probe when spec.probes leaves it unset.
 PROBE_DEFAULTS = {"startup": (10, 360), "readiness": (5, 3), "liveness": (15, 4)}
 PROBE_TIMEOUT_SECONDS = 5
+HOSTNAME = "kubernetes.io/hostname"
 
 
 def _probe(kind: str, timing: ProbeTiming | None) -> dict[str, Any]:
@@ -121,10 +123,40 @@ def sidecar(container: Container) -> dict[str, Any]:
     return out
 
 
+def spread(spec: SpeculativeInferenceSpec, name: str) -> list[dict[str, Any]]:
+    """spec.placement's topology spread constraints, counting the resource's engine pods unless they say which;
+    unset, one over nodes (placement.spreadAcrossNodes), whatever the replicas: a template that changed with
+    them would restart every engine on a scale. A single pod has nothing to spread from; the pods of groups
+    spread all together, so a node holds a pod of as few groups as the nodes allow and its loss takes those."""
+    placement, counted = spec.placement, {"labelSelector": {"matchLabels": selector_labels(name)}}
+    if placement.topology_spread_constraints:
+        return [{**counted, **c.dump()} for c in placement.topology_spread_constraints]
+    anti = placement.affinity.pod_anti_affinity if placement.affinity else None
+    if not placement.spread_across_nodes or anti:
+        return []
+    return [{**counted, "maxSkew": 1, "topologyKey": HOSTNAME, "whenUnsatisfiable": "ScheduleAnyway"}]
+
+
+def pull_secrets(spec: SpeculativeInferenceSpec, operator: Sequence[str]) -> list[dict[str, str]]:
+    """The pods' imagePullSecrets: the resource's own, then the operator's (its chart's, for the default images
+    and a private mirror), each Secret once."""
+    names = [secret.name for secret in spec.runtime.image_pull_secrets or []]
+    return [{"name": name} for name in dict.fromkeys([*names, *operator])]
+
+
 def pod_template(
-    spec: SpeculativeInferenceSpec, name: str, config_map: str, image: str, npu: str, annotations: dict[str, str]
+    spec: SpeculativeInferenceSpec,
+    name: str,
+    config_map: str,
+    image: str,
+    npu: str,
+    annotations: dict[str, str],
+    inherited: Mapping[str, str],
+    operator_pull_secrets: Sequence[str],
 ) -> dict[str, Any]:
-    """The Deployment's pod template; the operator's labels and `annotations` win over the overlay's."""
+    """The Deployment's pod template; the operator's labels and `annotations` win over the overlay's, whose
+    labels win over the resource's `inherited` ones (the resource's annotations stay off the pods: a pod
+    template change restarts every engine, and annotations change more often than they matter to pods)."""
     overlay = spec.pod_template or PodTemplate()
     extra, user = overlay.spec or PodSpecOverlay(), overlay.metadata or PodMetadata()
     engine = spec.engine()
@@ -138,10 +170,6 @@ def pod_template(
         *(volume.dump() for volume in extra.volumes or []),
     ]
     placement = spec.placement
-    spread = [
-        {"labelSelector": {"matchLabels": selector_labels(name)}, **c.dump()}
-        for c in placement.topology_spread_constraints or []
-    ]
     pod: dict[str, Any] = {
         "containers": [
             engine_container(spec, engine, image, npu, models, samples),
@@ -158,14 +186,14 @@ def pod_template(
         "nodeSelector": placement.node_selector,
         "tolerations": [t.dump() for t in placement.tolerations or []],
         "affinity": placement.affinity.dump() if placement.affinity else None,
-        "topologySpreadConstraints": spread,
+        "topologySpreadConstraints": spread(spec, name),
         "schedulerName": placement.scheduler_name,
         "priorityClassName": placement.priority_class_name,
-        "imagePullSecrets": [{"name": s} for s in spec.runtime.image_pull_secrets or []],
+        "imagePullSecrets": pull_secrets(spec, operator_pull_secrets),
     }
     return {
         "metadata": {
-            "labels": {**(user.labels or {}), **labels(name)},
+            "labels": {**inherited, **(user.labels or {}), **labels(name)},
             "annotations": {**(user.annotations or {}), **annotations},
         },
         "spec": {k: v for k, v in pod.items() if v or v == 0},

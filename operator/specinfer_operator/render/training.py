@@ -1,11 +1,12 @@
 """The training Job of spec.learning (pure): one run of specinfer-train, owned by the resource.
 
-The Job's pod is an engine pod's sibling: the same target volumes and Hub cache, environment, placement,
-runtime class and pod security context (so it passes the namespace's Pod Security level as the engines do),
-no privilege and no API token. Its init container removes what retention says (every pod's old samples, the
-drafts no longer kept, every run's scratch), the one step with the claim writable as a whole; the trainer then
-reads the samples read-only and writes only drafts/ and scratch/. It runs once (no retry: a failed run is a
-Failed generation, and the next one waits for new prompts), within training.deadlineSeconds.
+The Job's pod is an engine pod's sibling: the same target volumes and Hub cache, environment, placement (the
+operator's default tolerations and nodeSelector included), runtime class and pod security context (so it passes
+the namespace's Pod Security level as the engines do), no privilege and no API token. Its init container removes
+what retention says (every pod's old samples, the drafts no longer kept, every run's scratch), the one step with
+the claim writable as a whole; the trainer then reads the samples read-only and writes only drafts/ and scratch/.
+It runs once (no retry: a failed run is a Failed generation, and the next one waits for new prompts), within
+training.deadlineSeconds.
 """
 
 from __future__ import annotations
@@ -15,10 +16,17 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from specinfer_operator.api.labels import INSTANCE_LABEL, MANAGED_BY_LABEL, MANAGER
+from specinfer_operator.api.labels import (
+    INSTANCE_LABEL,
+    MANAGED_BY_LABEL,
+    MANAGER,
+    PART_OF,
+    PART_OF_LABEL,
+    propagated,
+)
 from specinfer_operator.api.overlay import PodSpecOverlay
 from specinfer_operator.api.resource import SpeculativeInference
-from specinfer_operator.render.children import RenderDefaults, owned_metadata
+from specinfer_operator.render.children import RenderDefaults, owned_metadata, placement
 from specinfer_operator.render.learning import (
     DRAFTS_DIR,
     LEARNING_PATH,
@@ -28,7 +36,7 @@ from specinfer_operator.render.learning import (
     claim_name,
     draft_dir,
 )
-from specinfer_operator.render.pod import ENGINE_SECURITY, POD_SECURITY
+from specinfer_operator.render.pod import ENGINE_SECURITY, POD_SECURITY, pull_secrets
 from specinfer_operator.render.sizing import engine_resources
 from specinfer_operator.render.storage import storage
 from specinfer_runtime.quantity import parse
@@ -68,6 +76,7 @@ def pod_labels(name: str) -> dict[str, str]:
         "app.kubernetes.io/name": "specinfer-trainer",
         INSTANCE_LABEL: name,
         "app.kubernetes.io/component": COMPONENT,
+        PART_OF_LABEL: PART_OF,
     }
 
 
@@ -142,10 +151,11 @@ def training_job(
     run = training_run(cr, generation, start_of(cr, in_force), since, kept)
     command = ["specinfer-train", "--config", json.dumps(run.dump(), sort_keys=True, separators=(",", ":"))]
     image = training.image or defaults.trainer_image
+    pull = spec.runtime.image_pull_policy if training.image else defaults.trainer_pull_policy
     prune = {
         "name": PRUNE_CONTAINER,
         "image": image,
-        "imagePullPolicy": spec.runtime.image_pull_policy,
+        "imagePullPolicy": pull,
         "command": [*command, "--prune"],
         "resources": {"requests": PRUNE_RESOURCES, "limits": PRUNE_RESOURCES},
         "volumeMounts": [{"name": LEARNING_VOLUME, "mountPath": LEARNING_PATH}],
@@ -156,7 +166,7 @@ def training_job(
     container = {
         "name": TRAINER_CONTAINER,
         "image": image,
-        "imagePullPolicy": spec.runtime.image_pull_policy,
+        "imagePullPolicy": pull,
         "command": command,
         "env": [*models.env, *(var.render() for var in spec.runtime.env or [])],
         "envFrom": [source.dump() for source in spec.runtime.env_from or []],
@@ -179,7 +189,7 @@ def training_job(
         "securityContext": ENGINE_SECURITY,
     }
     overlay = (spec.pod_template.spec if spec.pod_template else None) or PodSpecOverlay()
-    placement = spec.placement
+    placed = placement(spec, defaults)
     pod: dict[str, Any] = {
         "restartPolicy": "Never",
         "initContainers": [prune],
@@ -192,15 +202,14 @@ def training_job(
         "securityContext": {**(overlay.security_context.dump() if overlay.security_context else {}), **POD_SECURITY},
         "automountServiceAccountToken": False,
         "runtimeClassName": overlay.runtime_class_name,
-        "nodeSelector": placement.node_selector,
-        "tolerations": [t.dump() for t in placement.tolerations or []],
-        "affinity": placement.affinity.dump() if placement.affinity else None,
-        "schedulerName": placement.scheduler_name,
-        "priorityClassName": placement.priority_class_name,
-        "imagePullSecrets": [{"name": s} for s in spec.runtime.image_pull_secrets or []],
+        "nodeSelector": placed.node_selector,
+        "tolerations": [t.dump() for t in placed.tolerations or []],
+        "affinity": placed.affinity.dump() if placed.affinity else None,
+        "schedulerName": placed.scheduler_name,
+        "priorityClassName": placed.priority_class_name,
+        "imagePullSecrets": pull_secrets(spec, defaults.image_pull_secrets),
     }
-    metadata = owned_metadata(cr, job_name(name, generation))
-    metadata["labels"] = {**pod_labels(name), MANAGED_BY_LABEL: MANAGER}
+    metadata = owned_metadata(cr, job_name(name, generation), {**pod_labels(name), MANAGED_BY_LABEL: MANAGER})
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -210,7 +219,7 @@ def training_job(
             "activeDeadlineSeconds": training.deadline_seconds,
             "ttlSecondsAfterFinished": KEEP_FINISHED_SECONDS,
             "template": {
-                "metadata": {"labels": pod_labels(name)},
+                "metadata": {"labels": {**propagated(cr.metadata.labels), **pod_labels(name)}},
                 "spec": {k: v for k, v in pod.items() if v or v is False},
             },
         },

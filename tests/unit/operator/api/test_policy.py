@@ -40,6 +40,16 @@ def test_a_refusal_names_the_value_what_is_allowed_and_the_fix() -> None:
     assert "use a PersistentVolumeClaim" in problem.message
 
 
+def test_a_refused_pull_secret_names_the_secret_and_the_policy_field_that_allows_it() -> None:
+    extra = {"runtime": {"imagePullSecrets": [{"name": "team-b-registry"}]}}
+    policy = TenantPolicySpec.model_validate({"allowedImagePullSecrets": ["team-a-*"], "allowedSecrets": ["*"]})
+    (problem,) = check(resource(spec_of(extra)), policy).errors
+    assert problem.path == "spec.runtime.imagePullSecrets"
+    assert problem.message.startswith('pull Secrets ["team-b-registry"] are not allowed by the tenant policy')
+    assert 'whose allowedImagePullSecrets is ["team-a-*"]' in problem.message
+    assert problem.message.endswith("ask the platform team to add them to allowedImagePullSecrets")
+
+
 def test_the_charts_values_are_the_policys_defaults() -> None:
     values = yaml.safe_load((ROOT / "charts" / "specinfer-operator" / "values.yaml").read_text())
     assert values["tenantPolicy"]["spec"] == TenantPolicySpec().dump()

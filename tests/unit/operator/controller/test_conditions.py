@@ -48,7 +48,7 @@ def test_ready_when_every_pod_runs_the_current_config() -> None:
         "numSpeculativeTokens": 3,
         "captureSizes": [4, 8, 12, 16],
         "adaptivity": "StaticK",
-        "image": "ghcr.io/specinfer/specinfer-runtime:0.1.0",  # the default: its releases are the policy's to state
+        "image": "ghcr.io/specinfer/specinfer-runtime:0.2.0",  # the default: its releases are the policy's to state
     }
     assert status["observedGeneration"] == 3
 

@@ -1,4 +1,5 @@
-"""The metrics port's flags: HTTPS by default, plain HTTP only where nobody but the pod can reach it."""
+"""The operator's flags: the metrics port's (HTTPS by default, plain HTTP only where nobody but the pod can reach
+it) and the pull Secrets of the pods it renders."""
 
 from __future__ import annotations
 
@@ -35,3 +36,18 @@ def test_plain_http_off_loopback_is_refused_from_the_environment(monkeypatch: py
 
 def test_metrics_can_be_turned_off() -> None:
     assert parse(["--metrics-bind-address", "0", "--metrics-secure=false"]).metrics_bind is None
+
+
+def test_pull_secrets_come_from_the_environment_each_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPECINFER_IMAGE_PULL_SECRETS", "regcred, mirror,,regcred")
+    assert parse([]).render.image_pull_secrets == ("regcred", "mirror")
+    assert parse(["--image-pull-secrets", ""]).render.image_pull_secrets == ()
+
+
+def test_a_pull_secret_that_is_no_secret_name_is_refused_with_the_form(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse(["--image-pull-secrets", "regcred,Team_Registry"])
+    err = capsys.readouterr().err
+    assert "--image-pull-secrets" in err
+    assert "'Team_Registry': not a Secret name" in err
+    assert "e.g. regcred,mirror-credentials" in err

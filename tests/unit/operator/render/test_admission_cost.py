@@ -93,7 +93,7 @@ def test_the_worst_spec_the_crd_admits_is_accepted(shape: Shape) -> None:
 def test_the_worst_invalid_spec_is_refused_with_each_rule_once_per_kind(shape: Shape) -> None:
     report = check(worst(valid=False, shape=shape), POLICY)
     said = [str(p) for p in report.errors]
-    assert "spec.disruptionBudget.maxUnavailable: set exactly one of maxUnavailable and minAvailable" in said
+    assert "spec.disruptionBudget.maxUnavailable: set one of maxUnavailable and minAvailable, not both" in said
     assert any(".valueFrom: set exactly one of secretKeyRef, configMapKeyRef, fieldRef" in s for s in said)
     # A rule broken by hundreds of objects lists ten of them, then says how many more.
     more = [s for s in said if "more from here on break the same rule (the first 10 are listed)" in s]

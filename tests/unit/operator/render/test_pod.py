@@ -6,7 +6,7 @@ from typing import Any
 
 from specinfer_operator.render.admission import check
 from specinfer_operator.render.children import RenderDefaults, config_hash, family_hash, render
-from tests.support.builders import cr
+from tests.support.builders import cr, resource
 
 BASE: dict[str, Any] = {
     "model": {"name": "org/target"},
@@ -201,3 +201,34 @@ def test_the_engine_drains_its_requests_within_the_grace_period_before_it_stops(
     (engine,) = [c for c in longer["containers"] if c["name"] == "engine"]
     assert longer["terminationGracePeriodSeconds"] == 300
     assert engine["lifecycle"]["preStop"]["exec"]["command"][-1] == "290"
+
+
+def test_the_pods_pull_with_the_resources_secrets_then_the_operators_each_once() -> None:
+    own = {"imagePullSecrets": [{"name": "team-registry"}, {"name": "mirror"}]}
+    defaults = RenderDefaults(image_pull_secrets=("mirror", "platform-registry"))
+    deployment = next(o for o in render(cr({**BASE, "runtime": own}), defaults) if o["kind"] == "Deployment")
+    assert deployment["spec"]["template"]["spec"]["imagePullSecrets"] == [
+        {"name": "team-registry"},
+        {"name": "mirror"},
+        {"name": "platform-registry"},
+    ]
+    operator_only = next(o for o in render(cr(BASE), defaults) if o["kind"] == "Deployment")
+    assert operator_only["spec"]["template"]["spec"]["imagePullSecrets"] == [
+        {"name": "mirror"},
+        {"name": "platform-registry"},
+    ]
+    assert "imagePullSecrets" not in template(BASE)["spec"]  # none anywhere: the field is left out
+
+
+def test_a_pull_secret_given_as_a_bare_name_is_refused_with_the_object_form() -> None:
+    report = check(resource({**BASE, "runtime": {"imagePullSecrets": ["regcred"]}}))
+    (problem,) = report.errors
+    assert problem.path == "spec.runtime.imagePullSecrets[0]"
+    assert 'Invalid value: "regcred"' in problem.message
+    assert "write [{name: regcred}] instead of [regcred]" in problem.message
+
+
+def test_a_pull_secret_named_twice_is_refused_as_the_api_server_does() -> None:
+    report = check(resource({**BASE, "runtime": {"imagePullSecrets": [{"name": "regcred"}, {"name": "regcred"}]}}))
+    (problem,) = report.errors
+    assert (problem.path, problem.message) == ("spec.runtime.imagePullSecrets", 'Duplicate value: {"name":"regcred"}')

@@ -27,8 +27,11 @@ def test_validating_and_rendering_never_raise(resource: dict[str, Any]) -> None:
     if report.value is not None:
         kinds = [o["kind"] for o in render(report.value)]
         workload = "LeaderWorkerSet" if report.value.spec.parallelism.group_size() > 1 else "Deployment"
-        budget = ["PodDisruptionBudget"] if report.value.spec.disruption_budget else []
-        assert kinds == ["ConfigMap", workload, "Service", *budget]
+        spec = report.value.spec
+        wanted = spec.disruption_budget.enabled if spec.disruption_budget else spec.several()
+        budget = ["PodDisruptionBudget"] if wanted else []
+        claim = ["PersistentVolumeClaim"] if spec.learning else []
+        assert kinds == [*claim, "ConfigMap", workload, "Service", *budget]
 
 
 @given(resources())

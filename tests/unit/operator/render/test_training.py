@@ -112,3 +112,15 @@ def test_the_trainers_message_is_its_own_file_the_one_container_the_outcome_read
         "/dev/termination-log",
         "File",
     )
+
+
+def test_the_job_pulls_with_the_resources_secrets_then_the_operators_as_the_engines_do() -> None:
+    spec = {**SPEC, "runtime": {"imagePullSecrets": [{"name": "team-registry"}, {"name": "mirror"}]}}
+    defaults = RenderDefaults(image_pull_secrets=("mirror", "platform-registry"))
+    found = training_job(cr(spec, uid="u1", namespace="ml"), 2, 1, 0.0, defaults)
+    assert found["spec"]["template"]["spec"]["imagePullSecrets"] == [
+        {"name": "team-registry"},
+        {"name": "mirror"},
+        {"name": "platform-registry"},
+    ]
+    assert "imagePullSecrets" not in job()["spec"]["template"]["spec"]
