@@ -36,8 +36,9 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy runtime/specinfer_runtime operator/specinfer_operator tests bench hack
 
+## unit: the unit tests, a file at a time on every core (a module's fixtures run once)
 unit: setup
-	$(BIN)/pytest tests/unit
+	$(BIN)/pytest -n auto --dist loadfile tests/unit
 
 ## package: the wheel installed into a fresh venv; its entry points and the runtime's dry run per example
 package: setup

@@ -130,6 +130,10 @@ def environment(engine_venv: Path, hf_home: Path, scratch: Path) -> dict[str, st
         # the others: of three engines, one served 405 requests while the first of another took 86 s.
         VLLM_CPU_OMP_THREADS_BIND="nobind",
         OMP_NUM_THREADS="1",
+        # The worker inside the engine core's process (vLLM's uniprocessor executor), not a third process: each
+        # of vllm-cpu's processes is spawned and imports vLLM again, ~15 s of a start on 2 cores (24 s to serve
+        # instead of 51 s, side by side). vLLM's API server still runs the engine core in a process of its own.
+        VLLM_ENABLE_V1_MULTIPROCESSING="0",
     )
     return env
 

@@ -205,7 +205,7 @@ def test_a_real_start_refuses_what_the_runner_refuses(
                 "--host",
                 engine_env[LISTEN_ADDRESS_ENV],
             ],
-            env={**engine_env, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"},
+            env=engine_env,
             stdout=out,
             stderr=subprocess.STDOUT,
             timeout=600,
