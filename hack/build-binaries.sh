@@ -123,6 +123,16 @@ finish() {
   log "${name} ${ver}: built in $(elapsed "${t0}")s ($(du -h "${BIN}/${name}-${ver}" | cut -f1))"
 }
 
+# go_install NAME VERSION T0 LDFLAGS PACKAGE@VERSION: `go install` into a temporary GOBIN (nothing half-written in
+# BIN), then finish
+go_install() {
+  local name="$1" ver="$2" t0="$3" ld="$4" pkg="$5" tmpbin
+  tmpbin="$(mktemp -d "${BIN}/.gobin.XXXXXX")"
+  GOBIN="${tmpbin}" "${GO}" install -trimpath -ldflags "${ld}" "${pkg}"
+  mv -f "${tmpbin}/${name}" "${BIN}/.${name}.tmp"; rmdir "${tmpbin}"
+  finish "${name}" "${ver}" "${BIN}/.${name}.tmp" "${t0}"
+}
+
 # modfield MODULE VERSION FIELD -> value of a top-level string field of `go mod download -json`
 modjson() { "${GO}" mod download -json "$1@$2"; }
 
@@ -262,10 +272,7 @@ build_others() {
       done
     fi
     log "helm ${hv}: building..."
-    tmpbin="$(mktemp -d "${BIN}/.gobin.XXXXXX")"
-    GOBIN="${tmpbin}" "${GO}" install -trimpath -ldflags "${ld}" "helm.sh/helm/v3/cmd/helm@${hv}"
-    mv -f "${tmpbin}/helm" "${BIN}/.helm.tmp"; rmdir "${tmpbin}"
-    finish helm "${hv}" "${BIN}/.helm.tmp" "${t}"
+    go_install helm "${hv}" "${t}" "${ld}" "helm.sh/helm/v3/cmd/helm@${hv}"
   fi
 
   # ---- etcd (server module has replace directives -> wrapper module) ----------
@@ -286,23 +293,17 @@ build_others() {
   if wanted kwok && needs_build kwok "${KWOK_VERSION}"; then
     t=$(date +%s.%N)
     log "kwok ${KWOK_VERSION}: building..."
-    tmpbin="$(mktemp -d "${BIN}/.gobin.XXXXXX")"
-    GOBIN="${tmpbin}" "${GO}" install -trimpath \
-      -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION} -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=${KUBERNETES_VERSION#v}" \
+    go_install kwok "${KWOK_VERSION}" "${t}" \
+      "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION} -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=${KUBERNETES_VERSION#v}" \
       "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}"
-    mv -f "${tmpbin}/kwok" "${BIN}/.kwok.tmp"; rmdir "${tmpbin}"
-    finish kwok "${KWOK_VERSION}" "${BIN}/.kwok.tmp" "${t}"
   fi
 
   # ---- helm-docs (the charts' README.md from their values.yaml) ----------------
   if wanted helm-docs && needs_build helm-docs "${HELM_DOCS_VERSION}"; then
     t=$(date +%s.%N)
     log "helm-docs ${HELM_DOCS_VERSION}: building..."
-    tmpbin="$(mktemp -d "${BIN}/.gobin.XXXXXX")"
-    GOBIN="${tmpbin}" "${GO}" install -trimpath -ldflags "-s -w -X main.version=${HELM_DOCS_VERSION#v}" \
+    go_install helm-docs "${HELM_DOCS_VERSION}" "${t}" "-s -w -X main.version=${HELM_DOCS_VERSION#v}" \
       "github.com/norwoodj/helm-docs/cmd/helm-docs@${HELM_DOCS_VERSION}"
-    mv -f "${tmpbin}/helm-docs" "${BIN}/.helm-docs.tmp"; rmdir "${tmpbin}"
-    finish helm-docs "${HELM_DOCS_VERSION}" "${BIN}/.helm-docs.tmp" "${t}"
   fi
 
   # ---- LeaderWorkerSet controller (a wrapper module: `go install mod@version` asks the proxy for the
@@ -395,12 +396,9 @@ build_release_tools() {
   if wanted crane && needs_build crane "${GO_CONTAINERREGISTRY_VERSION}"; then
     t=$(date +%s.%N)
     log "crane ${GO_CONTAINERREGISTRY_VERSION}: building..."
-    tmpbin="$(mktemp -d "${BIN}/.gobin.XXXXXX")"
-    GOBIN="${tmpbin}" "${GO}" install -trimpath -ldflags "-s -w \
-      -X github.com/google/go-containerregistry/cmd/crane/cmd.Version=${GO_CONTAINERREGISTRY_VERSION}" \
+    go_install crane "${GO_CONTAINERREGISTRY_VERSION}" "${t}" \
+      "-s -w -X github.com/google/go-containerregistry/cmd/crane/cmd.Version=${GO_CONTAINERREGISTRY_VERSION}" \
       "github.com/google/go-containerregistry/cmd/crane@${GO_CONTAINERREGISTRY_VERSION}"
-    mv -f "${tmpbin}/crane" "${BIN}/.crane.tmp"; rmdir "${tmpbin}"
-    finish crane "${GO_CONTAINERREGISTRY_VERSION}" "${BIN}/.crane.tmp" "${t}"
   fi
   if wanted cosign && needs_build cosign "${COSIGN_VERSION}"; then
     t=$(date +%s.%N)
@@ -410,10 +408,7 @@ build_release_tools() {
     ld="-s -w -X sigs.k8s.io/release-utils/version.gitVersion=${cv} -X sigs.k8s.io/release-utils/version.gitTreeState=clean"
     if [[ -n "${commit}" ]]; then ld+=" -X sigs.k8s.io/release-utils/version.gitCommit=${commit}"; fi
     log "cosign ${cv}: building..."
-    tmpbin="$(mktemp -d "${BIN}/.gobin.XXXXXX")"
-    GOBIN="${tmpbin}" "${GO}" install -trimpath -ldflags "${ld}" "github.com/sigstore/cosign/v3/cmd/cosign@${cv}"
-    mv -f "${tmpbin}/cosign" "${BIN}/.cosign.tmp"; rmdir "${tmpbin}"
-    finish cosign "${cv}" "${BIN}/.cosign.tmp" "${t}"
+    go_install cosign "${cv}" "${t}" "${ld}" "github.com/sigstore/cosign/v3/cmd/cosign@${cv}"
   fi
 }
 
